@@ -1,0 +1,5 @@
+import sys
+
+from kueri.cli import main
+
+sys.exit(main())

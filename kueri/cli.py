@@ -1,0 +1,262 @@
+"""The ``kueri`` command line: thin, it turns flags into a RunConfig or a stage call.
+
+    kueri index    --corpus PATH --index DIR [--config NAME] [--stoplist NAME|FILE] [--stemmer porter]
+    kueri search   --index DIR --topics FILE --output RUN [--config NAME] [--bm25 --k1 --b | --lmd --mu
+                   | --tfidf] [--fields contents=1 docT5Query=1] [--filter-objects [MODE]] [--hits N]
+    kueri run      --corpus PATH --topics FILE --output RUN [--config NAME] [--workdir DIR]
+    kueri tira     --input DIR --output DIR [--config NAME]        (what my-software.sh calls)
+    kueri evaluate RUN... --qrels QRELS
+    kueri configs
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kueri.errors import KueriError
+
+
+def _analyzer_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("analysis (override the configuration's analyzer)")
+    group.add_argument("--stoplist", help="shipped stoplist name (lucene, smart, terrier, kueristop, "
+                       "kueristopv2, ...) or a word-per-line file; 'none' for no stop filter")
+    group.add_argument("--stemmer", choices=["porter", "none"], help="stemming after the stop filter")
+    group.add_argument("--tokenizer", choices=["standard", "letter"], help="letter: as the paper's RF indexes")
+    group.add_argument("--analyzer", choices=["baseline", "main"],
+                       help="the original's BaselineAnalyzer or MainAnalyzer (possessive + repeated chars)")
+    group.add_argument("--possessive", action="store_true", default=None, help="English possessive filter")
+    group.add_argument("--repeated-chars", action="store_true", default=None,
+                       help="shrink runs of 3+ identical characters to 2 (the original's MultipleCharsFilter)")
+    group.add_argument("--synonyms", choices=["wordnet"], help="WordNet synonyms (needs Debian's wordnet-base)")
+
+
+def _ranking_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("ranking (override the configuration)")
+    sim = group.add_mutually_exclusive_group()
+    sim.add_argument("--bm25", action="store_true", help="BM25 (default)")
+    sim.add_argument("--lmd", action="store_true", help="LM with Dirichlet smoothing")
+    sim.add_argument("--tfidf", action="store_true", help="Lucene's classic TF-IDF")
+    group.add_argument("--k1", type=float, help="BM25 k1 (1.2)")
+    group.add_argument("--b", type=float, help="BM25 b (0.75)")
+    group.add_argument("--mu", type=float, help="LM-Dirichlet mu (2000)")
+    group.add_argument("--fields", nargs="+", metavar="FIELD=WEIGHT",
+                       help="search fields and weights, e.g. contents=2 docT5Query=1 (one field: no boost)")
+    group.add_argument("--filter-objects", nargs="?", const="faithful", choices=["off", "faithful", "fixed"],
+                       help="require the objects' words (faithful: a stopword object empties the topic, "
+                       "as the original; fixed: stopword object words are dropped)")
+    group.add_argument("--hits", type=int, help="hits per topic (1000)")
+    group.add_argument("--tag", help="run tag (default: the configuration's)")
+
+
+def _config_from_args(args: argparse.Namespace):  # -> RunConfig
+    from kueri.analyze import MAIN_ANALYZER, AnalyzerConfig
+    from kueri.config import get_config
+    from kueri.search import Similarity
+
+    config = get_config(args.config)
+    changes: dict[str, object] = {}
+    analyzer = config.analyzer
+    if getattr(args, "analyzer", None) == "baseline":
+        analyzer = AnalyzerConfig(stoplist="lucene")
+    elif getattr(args, "analyzer", None) == "main":
+        analyzer = MAIN_ANALYZER
+    overrides = {
+        "stoplist": getattr(args, "stoplist", None),
+        "tokenizer": getattr(args, "tokenizer", None),
+        "possessive": getattr(args, "possessive", None),
+        "repeated_chars": getattr(args, "repeated_chars", None),
+        "synonyms": getattr(args, "synonyms", None),
+    }
+    stemmer = getattr(args, "stemmer", None)
+    analyzer_changes = {k: v for k, v in overrides.items() if v is not None}
+    if stemmer is not None:
+        analyzer_changes["stemmer"] = None if stemmer == "none" else stemmer
+    if analyzer_changes:
+        analyzer = AnalyzerConfig(**{**analyzer.__dict__, **analyzer_changes})
+    if analyzer != config.analyzer:
+        changes["analyzer"] = analyzer
+
+    if hasattr(args, "bm25"):
+        sim = config.similarity
+        kind = "bm25" if args.bm25 else "lmd" if args.lmd else "tfidf" if args.tfidf else sim.kind
+        params = {"k1": args.k1, "b": args.b, "mu": args.mu}
+        sim = Similarity(kind, **{k: v if v is not None else getattr(sim, k) for k, v in params.items()})
+        if sim != config.similarity:
+            changes["similarity"] = sim
+        if args.fields:
+            changes["fields"] = tuple(_parse_field(f) for f in args.fields)
+        if args.filter_objects:
+            changes["filter_objects"] = args.filter_objects
+        if args.hits is not None:
+            changes["hits"] = args.hits
+        if args.tag:
+            changes["tag"] = args.tag
+    return config.with_changes(**changes) if changes else config
+
+
+def _parse_field(text: str) -> tuple[str, float]:
+    name, _, weight = text.partition("=")
+    try:
+        return name, float(weight) if weight else 1.0
+    except ValueError:
+        raise KueriError(f"--fields: bad weight in {text!r} (use FIELD=NUMBER)") from None
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from kueri.pipeline import index_corpus
+
+    config = _config_from_args(args)
+    index_corpus(args.corpus, args.index, config.analyzer, skip_bad=args.skip_bad,
+                 progress=not args.quiet, ram_buffer_mb=args.ram_buffer)
+    return 0
+
+
+def _write(run, output: str, tag: str) -> None:
+    from kueri.pipeline import log
+    from kueri.runfile import write_run
+
+    lines = write_run(run, output, tag)
+    log(f"wrote {lines} lines for {len(run)} topics to {output} (tag {tag})")
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from kueri.index import LuceneIndex
+    from kueri.parse import read_topics
+    from kueri.pipeline import search_run, validate_run
+
+    config = _config_from_args(args)
+    topics = read_topics(args.topics)
+    with LuceneIndex(args.index) as index:
+        run = search_run(index, config, topics)
+    validate_run(run, topics, config.hits)
+    _write(run, args.output, config.run_tag)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from kueri.parse import read_topics
+    from kueri.pipeline import run_config
+
+    config = _config_from_args(args)
+    topics = read_topics(args.topics)
+    run = run_config(config, args.corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=not args.quiet)
+    _write(run, args.output, config.run_tag)
+    return 0
+
+
+def find_tira_inputs(input_dir: Path) -> tuple[Path, Path]:
+    """``topics.xml`` and the corpus (``passages.jsonl.gz`` or ``.jsonl``) of a TIRA input folder."""
+    if not input_dir.is_dir():
+        raise KueriError(f"{input_dir}: input folder not found")
+    topics = input_dir / "topics.xml"
+    if not topics.is_file():
+        raise KueriError(f"{input_dir}: no topics.xml")
+    for name in ("passages.jsonl.gz", "passages.jsonl"):
+        if (input_dir / name).is_file():
+            return topics, input_dir / name
+    raise KueriError(f"{input_dir}: no passages.jsonl.gz or passages.jsonl")
+
+
+def cmd_tira(args: argparse.Namespace) -> int:
+    from kueri.parse import read_topics
+    from kueri.pipeline import log, run_config
+
+    output_dir = Path(args.output)
+    run_file = output_dir / "run.txt"
+    if run_file.exists():
+        run_file.unlink()  # a failure below must not leave an older run looking like this one's
+    topics_file, corpus = find_tira_inputs(Path(args.input))
+    config = _config_from_args(args)
+    log(f"kueri: configuration {config.name} ({config.description})")
+    topics = read_topics(topics_file)
+    run = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=not args.quiet)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    _write(run, str(run_file), config.run_tag)
+    missing = [t.number for t in topics if t.number not in run]
+    if missing:
+        log(f"note: {len(missing)} topic(s) retrieved nothing: {' '.join(missing)}")
+    return 0
+
+
+def cmd_configs(args: argparse.Namespace) -> int:
+    from kueri.config import CONFIGS
+
+    for name, config in CONFIGS.items():
+        paper = f"  (paper nDCG@5 {config.paper_ndcg5:.4f})" if config.paper_ndcg5 else ""
+        print(f"{name:14s} {config.description}{paper}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kueri", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser, default_config: str = "default") -> None:
+        p.add_argument("--config", default=default_config, help="named configuration (see `kueri configs`)")
+        p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("index", help="index a corpus")
+    p.add_argument("--corpus", required=True, help=".jsonl/.jsonl.gz file or a folder of them")
+    p.add_argument("--index", required=True, help="index folder (replaced)")
+    p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
+    p.add_argument("--ram-buffer", type=float, default=256.0, help="IndexWriter RAM buffer in MB (256)")
+    common(p)
+    _analyzer_flags(p)
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("search", help="search topics in an index, write a run")
+    p.add_argument("--index", required=True)
+    p.add_argument("--topics", required=True)
+    p.add_argument("--output", required=True)
+    common(p)
+    _ranking_flags(p)
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("run", help="index (cached) + search a configuration end to end")
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--topics", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--workdir", help="where indexes are cached (KUERI_WORKDIR, else ./work)")
+    p.add_argument("--skip-bad", action="store_true")
+    common(p)
+    _analyzer_flags(p)
+    _ranking_flags(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("tira", help="the TIRA entry: IN/topics.xml + IN/passages.jsonl.gz -> OUT/run.txt")
+    p.add_argument("-i", "--input", required=True)
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--workdir")
+    p.add_argument("--skip-bad", action="store_true")
+    common(p)
+    p.set_defaults(func=cmd_tira)
+
+    p = sub.add_parser("configs", help="list the named configurations")
+    p.set_defaults(func=cmd_configs)
+
+    try:
+        from kueri.evaluate import add_evaluate_parser
+    except ImportError:  # pragma: no cover - evaluation is optional at import time
+        pass
+    else:
+        add_evaluate_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KueriError as exc:
+        print(f"kueri: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("kueri: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

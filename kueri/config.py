@@ -1,0 +1,118 @@
+"""Run configurations as data: one frozen object describes a run, and named ones are registered.
+
+Each row of the paper's Table 1 is a named configuration (``row-07``), so reproducing a row means
+selecting a name, never editing code as the original team did. ``default`` is what
+``my-software.sh`` runs: the best automatic configuration (title and objects only, no judgments,
+no network).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kueri.analyze import AnalyzerConfig, stoplist_name
+from kueri.errors import KueriError
+from kueri.search import DEFAULT_FIELDS, FILTER_MODES, Similarity
+
+RUN_ID = "seupd2122-kueri"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides a run: analysis, ranking, filter, depth and tag."""
+
+    name: str
+    description: str = ""
+    analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
+    similarity: Similarity = field(default_factory=Similarity)
+    fields: tuple[tuple[str, float], ...] = DEFAULT_FIELDS
+    filter_objects: str = "off"  # off | faithful | fixed (see kueri.search)
+    hits: int = 1000
+    tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
+    paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
+
+    def __post_init__(self) -> None:
+        if self.filter_objects not in FILTER_MODES:
+            raise KueriError(f"unknown objects filter {self.filter_objects!r}: use {', '.join(FILTER_MODES)}")
+        if not 1 <= self.hits <= 1000:
+            raise KueriError(f"hits must be between 1 and 1000 (Touché allows 1000), got {self.hits}")
+
+    @property
+    def run_tag(self) -> str:
+        if self.tag:
+            return self.tag
+        filtered = "true" if self.filter_objects != "off" else "false"
+        stop = stoplist_name(self.analyzer.stoplist)
+        return f"{RUN_ID}_{stop}_{self.similarity.tag_code}_{filtered}"
+
+    def with_changes(self, **changes: Any) -> RunConfig:
+        return replace(self, **changes)
+
+
+def _row(number: int, ndcg5: float, description: str, **settings: Any) -> RunConfig:
+    return RunConfig(name=f"row-{number:02d}", description=description, paper_ndcg5=ndcg5, **settings)
+
+
+def _stop(name: str, **options: Any) -> AnalyzerConfig:
+    return AnalyzerConfig(stoplist=name, **options)
+
+
+_V2 = _stop("kueristopv2")
+_PORTER_V2 = _stop("kueristopv2", stemmer="porter")
+
+#: Table 1 rows that are a single search (the rest, RF / RRF / rerank, build on these).
+TABLE1_SEARCH_ROWS = [
+    _row(1, 0.3828, "lucene stoplist, BM25", analyzer=_stop("lucene")),
+    _row(2, 0.3688, "lucene stoplist, LM-Dirichlet mu=2000", analyzer=_stop("lucene"), similarity=Similarity("lmd")),
+    _row(3, 0.2937, "lucene stoplist, TF-IDF", analyzer=_stop("lucene"), similarity=Similarity("tfidf")),
+    _row(4, 0.4497, "smart stoplist, BM25", analyzer=_stop("smart")),
+    _row(5, 0.4461, "terrier stoplist, BM25", analyzer=_stop("terrier")),
+    _row(6, 0.4746, "kueristop stoplist, BM25", analyzer=_stop("kueristop")),
+    _row(7, 0.4896, "kueristopv2 stoplist, BM25", analyzer=_V2),
+    _row(8, 0.4376, "lucene, objects filter", analyzer=_stop("lucene"), filter_objects="faithful"),
+    _row(9, 0.5226, "kueristop, objects filter", analyzer=_stop("kueristop"), filter_objects="faithful"),
+    _row(10, 0.5042, "kueristopv2, objects filter", analyzer=_V2, filter_objects="faithful"),
+    _row(11, 0.2289, "kueristopv2, weights contents 0 docT5Query 1", analyzer=_V2,
+         fields=(("contents", 0.0), ("docT5Query", 1.0))),
+    _row(12, 0.4088, "kueristopv2, weights contents 1 docT5Query 0", analyzer=_V2,
+         fields=(("contents", 1.0), ("docT5Query", 0.0))),
+    _row(13, 0.4535, "kueristopv2, weights contents 1 docT5Query 2", analyzer=_V2,
+         fields=(("contents", 1.0), ("docT5Query", 2.0))),
+    _row(14, 0.4939, "kueristopv2, weights contents 2 docT5Query 1", analyzer=_V2,
+         fields=(("contents", 2.0), ("docT5Query", 1.0)), tag=f"{RUN_ID}_kueristopv2_BM2_false_2_1"),
+    _row(15, 0.5466, "kueristopv2 + Porter, BM25 (submitted run1)", analyzer=_PORTER_V2,
+         tag=f"{RUN_ID}_kueristopv2_BM2_false_porter"),
+]
+
+#: The best automatic configuration available: Porter + kueristopv2 + BM25 (Table 1 row 15).
+DEFAULT = RunConfig(
+    name="default",
+    description="best automatic configuration: kueristopv2 + Porter, BM25, title query (= row-15)",
+    analyzer=_PORTER_V2,
+    tag="kueri_default",
+)
+
+CONFIGS: dict[str, RunConfig] = {c.name: c for c in [DEFAULT, *TABLE1_SEARCH_ROWS]}
+CONFIGS["baseline"] = RunConfig(
+    name="baseline", description="the original's BaselineAnalyzer (lucene stoplist), BM25",
+    analyzer=_stop("lucene"), tag="kueri_baseline",
+)
+CONFIGS["main-analyzer"] = RunConfig(
+    name="main-analyzer",
+    description="the original's MainAnalyzer: possessive + repeated-character filter, lucene stoplist",
+    analyzer=AnalyzerConfig(stoplist="lucene", possessive=True, repeated_chars=True),
+    tag="kueri_main_analyzer",
+)
+
+
+def get_config(name: str) -> RunConfig:
+    """A named configuration; ``7`` and ``row-7`` are accepted for ``row-07``."""
+    key = name
+    if name.isdigit():
+        key = f"row-{int(name):02d}"
+    elif name.startswith("row-") and name[4:].isdigit():
+        key = f"row-{int(name[4:]):02d}"
+    if key not in CONFIGS:
+        raise KueriError(f"unknown configuration {name!r}; known: {', '.join(CONFIGS)}")
+    return CONFIGS[key]

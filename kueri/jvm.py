@@ -1,0 +1,159 @@
+"""The bridge to Lucene: the only module that imports ``jnius``.
+
+JVM options (heap, classpath) can be set only before the first ``import jnius`` and a JVM cannot
+be restarted, so this module starts it once, lazily, on the first call of :func:`lucene`, and
+hands out Java classes looked up once and cached.
+
+Lucene 9.9.1 comes from the Anserini fat jar inside pyserini 0.25.0 (installed ``--no-deps``);
+pyserini itself is never imported (it would pull torch). ``KUERI_JAR`` overrides the jar,
+``KUERI_HEAP`` the maximum heap (e.g. ``2g``), ``JAVA_HOME`` the Java installation.
+
+pyjnius is not thread-safe: every Java call must come from the thread that started the JVM.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import shutil
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from kueri.errors import SetupError
+
+#: Heap default: enough for indexing with a 256 MB RAM buffer and for searching the full corpus,
+#: small enough to leave room for Python on a 2 GB share of a small machine.
+DEFAULT_HEAP = "1g"
+
+INSTALL_JAR_HINT = "install it with: pip install --no-deps pyserini==0.25.0"
+INSTALL_JAVA_HINT = (
+    "install a JDK 17 (Debian: apt-get install openjdk-17-jdk-headless) or set JAVA_HOME"
+)
+
+
+def find_jar() -> Path:
+    """Locate the Lucene fat jar shipped in the pyserini 0.25.0 wheel, without importing it."""
+    override = os.environ.get("KUERI_JAR")
+    if override:
+        jar = Path(override)
+        if not jar.is_file():
+            raise SetupError(f"KUERI_JAR={override} is not a file")
+        return jar
+    spec = importlib.util.find_spec("pyserini")
+    if spec is None or not spec.submodule_search_locations:
+        raise SetupError(f"the Lucene jar is missing: pyserini is not installed; {INSTALL_JAR_HINT}")
+    package_dir = Path(list(spec.submodule_search_locations)[0])
+    jars = sorted(glob.glob(str(package_dir / "resources" / "jars" / "anserini-*-fatjar.jar")))
+    if not jars:
+        raise SetupError(f"no anserini fat jar under {package_dir}; {INSTALL_JAR_HINT}")
+    return Path(jars[-1])
+
+
+def find_java_home() -> Path:
+    """JAVA_HOME if set, else the installation behind ``java`` on PATH (pyjnius needs libjvm)."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        home = Path(java_home)
+    else:
+        java = shutil.which("java")
+        if java is None:
+            raise SetupError(f"Java was not found (no JAVA_HOME, no java on PATH); {INSTALL_JAVA_HINT}")
+        home = Path(java).resolve().parent.parent  # .../bin/java -> the installation
+    if not list(home.glob("lib/server/libjvm.so")) + list(home.glob("jre/lib/*/server/libjvm.so")):
+        raise SetupError(f"no libjvm.so under {home}: not a JDK/JRE; {INSTALL_JAVA_HINT}")
+    return home
+
+
+@cache
+def _jnius() -> Any:
+    """Start the JVM with our options (once per process) and return the jnius module."""
+    jar = find_jar()
+    java_home = find_java_home()
+    os.environ["JAVA_HOME"] = str(java_home)  # pyjnius reads it when it loads libjvm
+    try:
+        import jnius_config
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise SetupError("pyjnius is not installed: pip install pyjnius==1.9.0") from exc
+    if not jnius_config.vm_running:
+        heap = os.environ.get("KUERI_HEAP", DEFAULT_HEAP)
+        jnius_config.add_options(f"-Xmx{heap}", "-Xss4m", "-XX:+UseParallelGC")
+        jnius_config.set_classpath(str(jar))
+    import jnius
+
+    return jnius
+
+
+class _Lucene:
+    """Attribute access to Java classes by short name, looked up once: ``lucene().IndexWriter``."""
+
+    CLASSES = {
+        # analysis
+        "CustomAnalyzer": "org.apache.lucene.analysis.custom.CustomAnalyzer",
+        "CharTermAttribute": "org.apache.lucene.analysis.tokenattributes.CharTermAttribute",
+        "HashMap": "java.util.HashMap",
+        "File": "java.io.File",
+        "Paths": "java.nio.file.Paths",
+        # index
+        "FSDirectory": "org.apache.lucene.store.FSDirectory",
+        "IndexWriter": "org.apache.lucene.index.IndexWriter",
+        "IndexWriterConfig": "org.apache.lucene.index.IndexWriterConfig",
+        "OpenMode": "org.apache.lucene.index.IndexWriterConfig$OpenMode",
+        "LogByteSizeMergePolicy": "org.apache.lucene.index.LogByteSizeMergePolicy",
+        "IndexOptions": "org.apache.lucene.index.IndexOptions",
+        "DirectoryReader": "org.apache.lucene.index.DirectoryReader",
+        "MultiReader": "org.apache.lucene.index.MultiReader",
+        "Term": "org.apache.lucene.index.Term",
+        "Document": "org.apache.lucene.document.Document",
+        "Field": "org.apache.lucene.document.Field",
+        "FieldType": "org.apache.lucene.document.FieldType",
+        "StringField": "org.apache.lucene.document.StringField",
+        "FieldStore": "org.apache.lucene.document.Field$Store",
+        # search
+        "IndexSearcher": "org.apache.lucene.search.IndexSearcher",
+        "BooleanQuery": "org.apache.lucene.search.BooleanQuery",
+        "BooleanQueryBuilder": "org.apache.lucene.search.BooleanQuery$Builder",
+        "Occur": "org.apache.lucene.search.BooleanClause$Occur",
+        "TermQuery": "org.apache.lucene.search.TermQuery",
+        "BM25Similarity": "org.apache.lucene.search.similarities.BM25Similarity",
+        "ClassicSimilarity": "org.apache.lucene.search.similarities.ClassicSimilarity",
+        "LMDirichletSimilarity": "org.apache.lucene.search.similarities.LMDirichletSimilarity",
+        "QueryParser": "org.apache.lucene.queryparser.classic.QueryParser",
+        "QueryParserOperator": "org.apache.lucene.queryparser.classic.QueryParser$Operator",
+        "MultiFieldQueryParser": "org.apache.lucene.queryparser.classic.MultiFieldQueryParser",
+        "Float": "java.lang.Float",
+        "LinkedHashMap": "java.util.LinkedHashMap",
+        "StandardAnalyzer": "org.apache.lucene.analysis.standard.StandardAnalyzer",
+    }
+
+    def __init__(self) -> None:
+        self._jnius = _jnius()
+        self.cast = self._jnius.cast
+        self.JavaException = self._jnius.JavaException
+
+    def __getattr__(self, name: str) -> Any:
+        qualified = self.CLASSES.get(name)
+        if qualified is None:
+            raise AttributeError(f"no Java class registered as {name!r}")
+        cls = self._jnius.autoclass(qualified)
+        setattr(self, name, cls)  # cached: later lookups are plain attribute reads
+        return cls
+
+    def autoclass(self, qualified: str) -> Any:
+        return self._jnius.autoclass(qualified)
+
+
+@cache
+def lucene() -> _Lucene:
+    """The started JVM's Lucene classes; starts the JVM on the first call."""
+    return _Lucene()
+
+
+def java_error_message(exc: BaseException) -> str:
+    """A one-line message for a Java exception surfacing through pyjnius."""
+    classname = getattr(exc, "classname", None)
+    inner = getattr(exc, "innermessage", None)
+    if classname:
+        return f"{classname}: {inner}" if inner else str(classname)
+    return str(exc)

@@ -1,0 +1,165 @@
+"""pipeline: a :class:`RunConfig` + corpus + topics -> a validated run.
+
+The only place that knows the order of the stages. Indexes are cached in a work folder, keyed by
+the corpus (paths, sizes, modification times) and the analyzer (including the stoplist's words),
+so trying several rankings on one corpus indexes it once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from kueri.analyze import AnalyzerConfig, read_stoplist
+from kueri.config import RunConfig
+from kueri.errors import KueriError
+from kueri.index import FORMAT_VERSION, MANIFEST, LuceneIndex, build_index
+from kueri.parse import PassageReader
+from kueri.parse.passages import corpus_files
+from kueri.records import NO_STANCE, STANCES, Run, Topic
+from kueri.search import Searcher
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def corpus_fingerprint(corpus: str | Path) -> list[dict[str, object]]:
+    files = corpus_files(corpus)
+    return [
+        {"path": str(f.resolve()), "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns}
+        for f in files
+    ]
+
+
+def index_key(corpus: str | Path, analyzer: AnalyzerConfig, skip_bad: bool) -> str:
+    described = analyzer.describe()
+    if analyzer.stoplist != "none":  # the words matter, not where the file lies
+        described["stoplist"] = sorted(read_stoplist(analyzer.stoplist))
+    payload = {
+        "format": FORMAT_VERSION,
+        "corpus": corpus_fingerprint(corpus),
+        "analyzer": described,
+        "skip_bad": skip_bad,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def default_workdir() -> Path:
+    """``KUERI_WORKDIR``, else ``work/`` in the project when writable, else a temp folder."""
+    env = os.environ.get("KUERI_WORKDIR")
+    if env:
+        return Path(env)
+    project = Path(__file__).resolve().parent.parent
+    if os.access(project, os.W_OK):
+        return project / "work"
+    return Path(tempfile.gettempdir()) / "kueri-work"
+
+
+def index_corpus(
+    corpus: str | Path,
+    index_dir: str | Path,
+    analyzer: AnalyzerConfig,
+    *,
+    skip_bad: bool = False,
+    progress: bool = True,
+    ram_buffer_mb: float = 256.0,
+) -> LuceneIndex:
+    """Build an index of ``corpus`` and report read / indexed / skipped counts."""
+    reader = PassageReader(corpus, skip_bad=skip_bad)
+    stats = build_index(
+        reader,
+        index_dir,
+        analyzer,
+        ram_buffer_mb=ram_buffer_mb,
+        progress=progress,
+        metadata={
+            "corpus": corpus_fingerprint(corpus),
+            "read": lambda: reader.stats.read,
+            "skipped": lambda: dict(reader.stats.skipped),
+        },
+    )
+    log(
+        f"{reader.stats.summary()}; indexed {stats.indexed} in {stats.seconds:.1f} s "
+        f"({stats.rate:.0f} passages/s), index {stats.size_bytes / 1e6:.1f} MB at {index_dir}"
+    )
+    for problem in reader.problems:
+        log(f"  skipped {problem}")
+    return LuceneIndex(index_dir)
+
+
+def cached_index(
+    corpus: str | Path,
+    analyzer: AnalyzerConfig,
+    workdir: str | Path,
+    *,
+    skip_bad: bool = False,
+    progress: bool = True,
+) -> LuceneIndex:
+    """The index of ``corpus`` under ``analyzer`` in ``workdir``, built only when missing."""
+    index_dir = Path(workdir) / f"index-{index_key(corpus, analyzer, skip_bad)}"
+    if (index_dir / MANIFEST).is_file():
+        log(f"reusing index {index_dir}")
+        return LuceneIndex(index_dir)
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    return index_corpus(corpus, index_dir, analyzer, skip_bad=skip_bad, progress=progress)
+
+
+def search_run(index: LuceneIndex, config: RunConfig, topics: Iterable[Topic]) -> Run:
+    """The ranking stage of ``config`` over an open index."""
+    if index.analyzer_config != config.analyzer:
+        log(
+            f"warning: index {index.path} was built with {index.analyzer_config}, "
+            f"configuration {config.name} asks for {config.analyzer}; searching with the index's"
+        )
+    searcher = Searcher(index, config.similarity)
+    return searcher.search_topics(topics, config.hits, config.fields, config.filter_objects)
+
+
+def run_config(
+    config: RunConfig,
+    corpus: str | Path,
+    topics: list[Topic],
+    workdir: str | Path | None = None,
+    *,
+    skip_bad: bool = False,
+    progress: bool = True,
+) -> Run:
+    """Everything ``config`` describes, from corpus and topics to a validated run."""
+    index = cached_index(corpus, config.analyzer, workdir or default_workdir(), skip_bad=skip_bad, progress=progress)
+    try:
+        run = search_run(index, config, topics)
+    finally:
+        index.close()
+    validate_run(run, topics, config.hits)
+    return run
+
+
+def validate_run(run: Run, topics: Iterable[Topic], max_hits: int = 1000) -> None:
+    """Check a run against the Touché rules before it is written; raise KueriError if broken."""
+    known = {t.number for t in topics}
+    for qid, hits in run.items():
+        if qid not in known:
+            raise KueriError(f"run check: topic {qid} is not among the topics")
+        if len(hits) > max_hits:
+            raise KueriError(f"run check: topic {qid} has {len(hits)} hits (at most {max_hits})")
+        seen: set[str] = set()
+        previous = float("inf")
+        for rank, hit in enumerate(hits, start=1):
+            if hit.doc in seen:
+                raise KueriError(f"run check: topic {qid} lists {hit.doc} twice")
+            seen.add(hit.doc)
+            if not hit.score <= previous:  # also catches NaN
+                raise KueriError(f"run check: topic {qid} score increases at rank {rank}")
+            previous = hit.score
+            if hit.stance not in STANCES and hit.stance != NO_STANCE:
+                raise KueriError(f"run check: topic {qid} rank {rank} has stance {hit.stance!r}")
+            if not hit.doc or any(c.isspace() for c in hit.doc):
+                raise KueriError(f"run check: topic {qid} rank {rank} has a bad passage id {hit.doc!r}")
+    if not run:
+        raise KueriError("run check: the run is empty (no topic retrieved anything)")

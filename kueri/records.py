@@ -1,0 +1,45 @@
+"""Plain data records that flow between the stages.
+
+They import nothing of ours and nothing heavy, like ir_datasets' ``TouchePassageDoc``: every
+stage takes and returns these, so stages compose and tests can build them by hand.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+#: Stance labels of the Touché 2022 Task 2 run format. ``Q0`` (the TREC placeholder the original
+#: wrote everywhere) is read as "no stance given" and evaluated as ``NO``.
+STANCES = ("FIRST", "SECOND", "NEUTRAL", "NO")
+NO_STANCE = "Q0"
+
+
+class Passage(NamedTuple):
+    """One corpus passage; ``id`` is the ClueWeb12 doc id + ``___`` + 1-based passage number."""
+
+    id: str
+    contents: str
+    doct5query: str = ""  # the DocT5Query expansion, "" when the corpus is not expanded
+    chatnoir_url: str | None = None
+
+
+class Topic(NamedTuple):
+    """A comparative question with its two objects, as in ``topics-task2.xml``."""
+
+    number: str  # kept as written in the file: it is copied to run files verbatim
+    title: str
+    objects: tuple[str, str]
+    description: str = ""
+    narrative: str = ""
+
+
+class Hit(NamedTuple):
+    """One retrieved passage of a topic; a run keeps hits in rank order."""
+
+    doc: str
+    score: float
+    stance: str = NO_STANCE
+
+
+#: A run: topic number -> hits in rank order (rank 1 first). Topics keep insertion order.
+Run = dict[str, list[Hit]]

@@ -1,0 +1,197 @@
+"""search: the original's title query, field weights and objects filter, over any similarity.
+
+The query is built by Lucene's own classic query parsers, exactly as the original's ``Searcher``:
+
+* the escaped title, default operator OR, no whitespace splitting; with several fields a
+  ``MultiFieldQueryParser`` takes the fields in Java ``HashMap`` order with their weights as
+  boosts (a 0 weight still *matches*, with 0 score), with one field a plain ``QueryParser`` and no
+  boost;
+* the objects filter: each word of the objects is a MUST clause parsed with the same parser (so it
+  also scores), the title query a SHOULD clause. ``faithful`` keeps the original's quirk that an
+  object word which is a stopword parses to an empty query and empties the topic; ``fixed`` drops
+  such words.
+
+Scores ties go to the lower doc id, i.e. corpus order (see :mod:`kueri.index`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kueri.errors import KueriError
+from kueri.index import SEARCH_FIELDS, LuceneIndex
+from kueri.jvm import java_error_message, lucene
+from kueri.records import Hit, Run, Topic
+
+FILTER_MODES = ("off", "faithful", "fixed")
+
+#: The original's weight map: both fields, weight 1 each.
+DEFAULT_FIELDS: tuple[tuple[str, float], ...] = tuple((name, 1.0) for name in SEARCH_FIELDS)
+
+
+@dataclass(frozen=True)
+class Similarity:
+    """A Lucene similarity with its parameters (the original's defaults)."""
+
+    kind: str = "bm25"  # bm25 | lmd | tfidf
+    k1: float = 1.2
+    b: float = 0.75
+    mu: float = 2000.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("bm25", "lmd", "tfidf"):
+            raise KueriError(f"unknown similarity {self.kind!r}: use bm25, lmd or tfidf")
+
+    def build(self) -> Any:
+        L = lucene()
+        if self.kind == "bm25":
+            return L.BM25Similarity(self.k1, self.b)
+        if self.kind == "lmd":
+            return L.LMDirichletSimilarity(self.mu)
+        return L.ClassicSimilarity()
+
+    @property
+    def tag_code(self) -> str:
+        """The original's tag part: first 3 characters of the first word of Lucene's description.
+
+        BM25 gives ``BM2`` and TF-IDF ``Cla``; LM-Dirichlet's description starts with ``LM``, on
+        which the original crashed: here it gives ``LM`` (a fix).
+        """
+        return {"bm25": "BM2", "tfidf": "Cla", "lmd": "LM"}[self.kind]
+
+
+def java_hashmap_order(names: Iterable[str]) -> list[str]:
+    """The iteration order of a Java ``HashMap`` holding ``names`` (the original's field order)."""
+    table = lucene().HashMap()
+    for name in names:
+        table.put(name, None)
+    return [str(name) for name in table.keySet().toArray()]
+
+
+class QueryBuilder:
+    """Turns topics into Lucene queries the way the original's ``Searcher`` did."""
+
+    def __init__(
+        self,
+        analyzer: Any,
+        fields: Sequence[tuple[str, float]] = DEFAULT_FIELDS,
+        filter_objects: str = "off",
+    ) -> None:
+        L = lucene()
+        weights = dict(fields)
+        if not weights:
+            raise KueriError("no search fields given")
+        unknown = set(weights) - set(SEARCH_FIELDS)
+        if unknown:
+            raise KueriError(f"unknown search field(s) {sorted(unknown)}: use {', '.join(SEARCH_FIELDS)}")
+        if filter_objects not in FILTER_MODES:
+            raise KueriError(f"unknown objects filter {filter_objects!r}: use {', '.join(FILTER_MODES)}")
+        self.filter_objects = filter_objects
+        if len(weights) == 1:
+            self.parser = L.QueryParser(next(iter(weights)), analyzer)
+        else:
+            order = java_hashmap_order(weights)
+            boosts = L.HashMap()
+            for name in order:
+                boosts.put(name, L.Float(str(float(weights[name]))))
+            self.parser = L.MultiFieldQueryParser(order, analyzer, boosts)
+        self.parser.setDefaultOperator(L.QueryParserOperator.OR)
+        self.parser.setSplitOnWhitespace(False)
+        self.parser.setAutoGeneratePhraseQueries(False)
+
+    def parse(self, text: str) -> Any:
+        L = lucene()
+        try:
+            return self.parser.parse(L.QueryParser.escape(text))
+        except L.JavaException as exc:
+            raise KueriError(f"cannot parse query {text!r}: {java_error_message(exc)}") from exc
+
+    def object_words(self, topic: Topic) -> list[str]:
+        # The original removes commas from "first, second" and splits on single spaces, so a
+        # multi-word object requires each of its words (not a phrase), repeated words twice.
+        text = ", ".join(topic.objects).replace(",", "")
+        return [word for word in text.split(" ") if word]
+
+    def build(self, topic: Topic) -> Any:
+        L = lucene()
+        title_query = self.parse(topic.title)
+        if self.filter_objects == "off":
+            return title_query
+        builder = L.BooleanQueryBuilder()
+        for word in self.object_words(topic):
+            word_query = self.parse(word)
+            if self.filter_objects == "fixed" and word_query.toString() == "":
+                continue  # a stopword: the original's empty MUST clause would match nothing
+            builder.add(word_query, L.Occur.MUST)
+        builder.add(title_query, L.Occur.SHOULD)
+        return builder.build()
+
+
+class Searcher:
+    """Search an index, in the spirit of pyserini's ``LuceneSearcher``.
+
+    >>> searcher = Searcher(LuceneIndex("indexes/sample"))   # doctest: +SKIP
+    >>> searcher.set_bm25(1.2, 0.75)                        # doctest: +SKIP
+    >>> hits = searcher.search("laptop or desktop?", k=10)  # doctest: +SKIP
+    """
+
+    def __init__(self, index: LuceneIndex, similarity: Similarity | None = None) -> None:
+        L = lucene()
+        self.index = index
+        self.searcher = L.IndexSearcher(index.reader, signature="(Lorg/apache/lucene/index/IndexReader;)V")
+        self.similarity = similarity or Similarity()
+        self.searcher.setSimilarity(self.similarity.build())
+
+    def set_similarity(self, similarity: Similarity) -> None:
+        self.similarity = similarity
+        self.searcher.setSimilarity(similarity.build())
+
+    def set_bm25(self, k1: float = 1.2, b: float = 0.75) -> None:
+        self.set_similarity(Similarity("bm25", k1=k1, b=b))
+
+    def set_lmd(self, mu: float = 2000.0) -> None:
+        self.set_similarity(Similarity("lmd", mu=mu))
+
+    def set_tfidf(self) -> None:
+        self.set_similarity(Similarity("tfidf"))
+
+    def search_query(self, query: Any, k: int = 1000) -> list[Hit]:
+        """Run a Lucene query; ids come from the index's id list (no stored-field read per hit)."""
+        L = lucene()
+        try:
+            score_docs = self.searcher.search(query, k).scoreDocs
+        except L.JavaException as exc:
+            raise KueriError(f"search failed: {java_error_message(exc)}") from exc
+        ids = self.index.ids
+        return [Hit(ids[sd.doc], sd.score) for sd in score_docs]
+
+    def search(
+        self,
+        query: str | Topic,
+        k: int = 1000,
+        fields: Sequence[tuple[str, float]] = DEFAULT_FIELDS,
+        filter_objects: str = "off",
+    ) -> list[Hit]:
+        """Search a text (the title of a topic when given a Topic) with the original's parser."""
+        builder = QueryBuilder(self.index.analyzer(), fields, filter_objects)
+        topic = query if isinstance(query, Topic) else Topic("0", query, ("", ""))
+        return self.search_query(builder.build(topic), k)
+
+    def search_topics(
+        self,
+        topics: Iterable[Topic],
+        k: int = 1000,
+        fields: Sequence[tuple[str, float]] = DEFAULT_FIELDS,
+        filter_objects: str = "off",
+    ) -> Run:
+        """A run over ``topics``; a topic with no hits gets no entry (it writes no lines)."""
+        builder = QueryBuilder(self.index.analyzer(), list(fields), filter_objects)
+        run: Run = {}
+        for topic in topics:
+            hits = self.search_query(builder.build(topic), k)
+            if hits:
+                run[topic.number] = hits
+        return run
+

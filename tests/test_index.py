@@ -1,0 +1,78 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kueri.analyze import AnalyzerConfig
+from kueri.errors import KueriError
+from kueri.index import MANIFEST, LuceneIndex, build_index
+from kueri.parse import PassageReader
+from kueri.records import Passage
+from tests.conftest import ROOT, SAMPLE_CORPUS
+
+
+def test_sample_index_counts_ids_and_stored_text(index_factory):
+    index = index_factory(AnalyzerConfig("kueristopv2"))
+    assert len(index) == index.reader.numDocs() == 2607
+    passages = list(PassageReader(SAMPLE_CORPUS))
+    assert index.ids == [p.id for p in passages]  # doc ids follow corpus order
+    stored = index.reader.storedFields()
+    for docid in (0, 1234, 2606):
+        assert stored.document(docid).get("id") == passages[docid].id
+    assert index.contents([5, 7]) == [passages[5].contents, passages[7].contents]
+    assert index.docid(passages[42].id) == 42 and index.docid("nope") is None
+    manifest = index.manifest
+    assert manifest["indexed"] == manifest["read"] == 2607 and manifest["skipped"] == {}
+    assert manifest["analyzer_config"]["stoplist"] == "kueristopv2"
+    # contents has term vectors (RF reads them), docT5Query has none
+    vectors = index.reader.termVectors()
+    assert vectors.get(0, "contents") is not None and vectors.get(0, "docT5Query") is None
+
+
+def test_failed_build_leaves_no_index_and_keeps_the_old_one(tmp_path):
+    config = AnalyzerConfig("lucene")
+    target = tmp_path / "idx"
+    build_index([Passage("a___1", "old text")], target, config, progress=False)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "b___1", "contents": "fine"}\n{"id": "b___2"\n')
+    with pytest.raises(KueriError, match=r"bad\.jsonl:2"):
+        build_index(PassageReader(bad), target, config, progress=False)
+    with LuceneIndex(target) as index:  # the previous complete index is untouched
+        assert index.ids == ["a___1"]
+    assert not (tmp_path / "idx.partial").exists() or not (tmp_path / "idx.partial" / MANIFEST).exists()
+
+
+def test_directory_without_manifest_is_not_an_index(tmp_path):
+    (tmp_path / "half").mkdir()
+    with pytest.raises(KueriError, match="not a complete kueri index"):
+        LuceneIndex(tmp_path / "half")
+    with pytest.raises(KueriError, match="no such index"):
+        LuceneIndex(tmp_path / "none")
+
+
+def test_killed_build_leaves_nothing_that_opens(tmp_path):
+    """SIGKILL in the middle of indexing: the target never appears as a complete index."""
+    corpus = tmp_path / "big.jsonl"
+    with open(corpus, "w") as out:
+        for i in range(400_000):
+            out.write(json.dumps({"id": f"d___{i}", "contents": f"word{i % 977} text number {i}"}) + "\n")
+    target = tmp_path / "idx"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kueri", "index", "--corpus", str(corpus), "--index", str(target),
+         "--config", "row-01"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    # wait until the build has really started (the progress bar reports), then kill it
+    for line in iter(proc.stderr.readline, ""):
+        if "passages/s" in line and "indexing" in line and "0 passages" not in line:
+            break
+    proc.kill()
+    proc.wait()
+    assert not (target / MANIFEST).exists()
+    with pytest.raises(KueriError):
+        LuceneIndex(target)
+    # and a rerun replaces the leftover partial folder and completes
+    small = tmp_path / "small.jsonl"
+    small.write_text('{"id": "x___1", "contents": "hello"}\n')
+    build_index(PassageReader(small), target, AnalyzerConfig("lucene"), progress=False)
+    with LuceneIndex(target) as index:
+        assert index.ids == ["x___1"]
