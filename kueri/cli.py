@@ -5,6 +5,9 @@
                    | --tfidf] [--fields contents=1 docT5Query=1] [--filter-objects [MODE]] [--hits N]
     kueri run      --corpus PATH --topics FILE --output RUN [--config NAME] [--workdir DIR]
     kueri tira     --input DIR --output DIR [--config NAME]        (what my-software.sh calls)
+    kueri feedback --index DIR --judgments QRELS --output RUN [--escape-terms] [--skip-missing]
+    kueri fuse     RUN... --output RUN [--k 30] [--depth 1000]
+    kueri rerank   RUN --scores FILE --output RUN
     kueri evaluate RUN... --qrels QRELS
     kueri configs
 """
@@ -181,6 +184,45 @@ def cmd_tira(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_feedback(args: argparse.Namespace) -> int:
+    from kueri.feedback import FeedbackConfig, feedback_run
+    from kueri.index import LuceneIndex
+    from kueri.parse import read_topics
+    from kueri.pipeline import validate_run
+
+    config = FeedbackConfig(judgments=args.judgments, escape_terms=args.escape_terms,
+                            missing="skip" if args.skip_missing else "error", hits=args.hits)
+    topics = read_topics(args.topics) if args.topics else None
+    with LuceneIndex(args.index) as index:
+        run = feedback_run(index, config, [t.number for t in topics] if topics else None)
+    if topics:
+        validate_run(run, topics, args.hits)
+    _write(run, args.output, args.tag)
+    return 0
+
+
+def cmd_fuse(args: argparse.Namespace) -> int:
+    from kueri.fusion import reciprocal_rank_fusion
+    from kueri.runfile import read_run_ranked
+
+    runs = [read_run_ranked(path) for path in args.runs]
+    _write(reciprocal_rank_fusion(runs, k=args.k, depth=args.depth, tie_order=args.tie_order), args.output, args.tag)
+    return 0
+
+
+def cmd_rerank(args: argparse.Namespace) -> int:
+    from kueri.quality import read_quality_scores, rerank
+    from kueri.runfile import read_run_with_tag
+
+    run, tag = read_run_with_tag(args.run)
+    scores = read_quality_scores(args.scores)
+    covered = sum(hit.doc in scores for hits in run.values() for hit in hits)
+    total = sum(len(hits) for hits in run.values())
+    print(f"quality scores for {covered} of {total} hits (the others keep factor 1.0)", file=sys.stderr)
+    _write(rerank(run, scores), args.output, args.tag or f"{tag}_reranked")
+    return 0
+
+
 def cmd_configs(args: argparse.Namespace) -> int:
     from kueri.config import CONFIGS
 
@@ -233,6 +275,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bad", action="store_true")
     common(p)
     p.set_defaults(func=cmd_tira)
+
+    p = sub.add_parser("feedback", help="graded relevance feedback from a judgments file (Table 1 rows 16-17)")
+    p.add_argument("--index", required=True, help="an index (the paper used a letter-tokenizer one)")
+    p.add_argument("--judgments", default="kueri-manual",
+                   help="qrels 'topic 0 passage grade' with grades 0-3 (default: the team's own, shipped)")
+    p.add_argument("--output", required=True)
+    p.add_argument("--topics", help="restrict to (and check against) these topics")
+    p.add_argument("--escape-terms", action="store_true",
+                   help="escape query terms (the original did not: 'text:text:text' truncated its run)")
+    p.add_argument("--skip-missing", action="store_true",
+                   help="skip judged passages that are not in the index (the original aborted)")
+    p.add_argument("--hits", type=int, default=1000)
+    p.add_argument("--tag", default="seupd2122-kueri_RF")
+    p.set_defaults(func=cmd_feedback)
+
+    p = sub.add_parser("fuse", help="reciprocal rank fusion of run files (rank column, k=30)")
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--output", required=True)
+    p.add_argument("--k", type=float, default=30.0)
+    p.add_argument("--depth", type=int, default=1000)
+    p.add_argument("--tie-order", choices=["java", "first-seen"], default="java",
+                   help="order of exact ties: the original's Java HashMap order, or first seen")
+    p.add_argument("--tag", default="seupd2122-kueri_rrf")
+    p.set_defaults(func=cmd_fuse)
+
+    p = sub.add_parser("rerank", help="multiply scores by argument quality from a score file")
+    p.add_argument("run")
+    p.add_argument("--scores", default="debater-2022",
+                   help="'passage_id<TAB>score' file (default: the original team's Debater scores, shipped)")
+    p.add_argument("--output", required=True)
+    p.add_argument("--tag", help="default: the input's tag + _reranked")
+    p.set_defaults(func=cmd_rerank)
 
     p = sub.add_parser("configs", help="list the named configurations")
     p.set_defaults(func=cmd_configs)

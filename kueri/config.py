@@ -13,6 +13,7 @@ from typing import Any
 
 from kueri.analyze import AnalyzerConfig, stoplist_name
 from kueri.errors import KueriError
+from kueri.feedback import FeedbackConfig
 from kueri.search import DEFAULT_FIELDS, FILTER_MODES, Similarity
 
 RUN_ID = "seupd2122-kueri"
@@ -20,7 +21,11 @@ RUN_ID = "seupd2122-kueri"
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that decides a run: analysis, ranking, filter, depth and tag."""
+    """Everything that decides a run: analysis, ranking, filter, feedback, fusion, rerank, tag.
+
+    The stages run in this order: retrieval (``fuse`` of other named configurations, else relevance
+    ``feedback``, else the title search), then quality ``rerank``.
+    """
 
     name: str
     description: str = ""
@@ -29,6 +34,10 @@ class RunConfig:
     fields: tuple[tuple[str, float], ...] = DEFAULT_FIELDS
     filter_objects: str = "off"  # off | faithful | fixed (see kueri.search)
     hits: int = 1000
+    feedback: FeedbackConfig | None = None  # graded RF from judgments instead of the title query
+    fuse: tuple[str, ...] = ()  # names of configurations whose runs are fused by RRF
+    fuse_k: float = 30.0
+    rerank: str | None = None  # quality score file (a path, or a shipped name such as debater-2022)
     tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
     paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
 
@@ -37,6 +46,11 @@ class RunConfig:
             raise KueriError(f"unknown objects filter {self.filter_objects!r}: use {', '.join(FILTER_MODES)}")
         if not 1 <= self.hits <= 1000:
             raise KueriError(f"hits must be between 1 and 1000 (Touché allows 1000), got {self.hits}")
+
+    @property
+    def manual(self) -> bool:
+        """Uses relevance judgments at run time (not an automatic run)."""
+        return self.feedback is not None or any(get_config(name).manual for name in self.fuse)
 
     @property
     def run_tag(self) -> str:
@@ -85,6 +99,38 @@ TABLE1_SEARCH_ROWS = [
          tag=f"{RUN_ID}_kueristopv2_BM2_false_porter"),
 ]
 
+_LETTER_V2 = _stop("kueristopv2", tokenizer="letter")
+# The RF rows need every judged passage in the index; on a corpus that lacks some (the shipped
+# sample) the original aborted, so these rows skip them (on the full corpus none is missing).
+_RF = FeedbackConfig(judgments="kueri-manual", missing="skip")
+_ROWS = {c.name: c for c in TABLE1_SEARCH_ROWS}
+
+
+def _reranked(number: int, ndcg5: float, base: RunConfig, description: str) -> RunConfig:
+    return replace(base, name=f"row-{number:02d}", description=description, paper_ndcg5=ndcg5,
+                   rerank="debater-2022", tag=f"{base.run_tag}_reranked")
+
+
+_ROW16 = _row(16, 0.6098, "graded RF from the team's judgments, letter tokenizer, kueristopv2 (manual)",
+              analyzer=_LETTER_V2, fields=(("contents", 1.0),), feedback=_RF, tag=f"{RUN_ID}_RF")
+_ROW17 = _row(17, 0.6036, "graded RF, letter tokenizer, kueristopv2 + Porter (manual)",
+              analyzer=_stop("kueristopv2", tokenizer="letter", stemmer="porter"), fields=(("contents", 1.0),),
+              feedback=_RF, tag=f"{RUN_ID}_RF_porter")
+_ROW23 = _row(23, 0.6681, "RRF (k=30) of rows 10, 14, 15, 16, 17 (submitted run4)",
+              fuse=("row-10", "row-14", "row-15", "row-16", "row-17"), tag=f"{RUN_ID}_rrf")
+TABLE1_COMPOSITE_ROWS = [
+    _ROW16,
+    _ROW17,
+    _reranked(18, 0.5812, _ROWS["row-10"], "row 10 reranked by Debater argument quality"),
+    _reranked(19, 0.5772, _ROWS["row-14"], "row 14 reranked by Debater argument quality"),
+    _reranked(20, 0.6362, _ROWS["row-15"], "row 15 reranked by Debater argument quality (submitted run2)"),
+    _reranked(21, 0.6954, _ROW16, "row 16 reranked by Debater argument quality (submitted run3)"),
+    _reranked(22, 0.6669, _ROW17, "row 17 reranked by Debater argument quality"),
+    _ROW23,
+    _reranked(24, 0.7089, _ROW23, "row 23 reranked by Debater argument quality (submitted run5)"),
+]
+TABLE1 = [*TABLE1_SEARCH_ROWS, *TABLE1_COMPOSITE_ROWS]
+
 #: The best automatic configuration available: Porter + kueristopv2 + BM25 (Table 1 row 15).
 DEFAULT = RunConfig(
     name="default",
@@ -93,7 +139,7 @@ DEFAULT = RunConfig(
     tag="kueri_default",
 )
 
-CONFIGS: dict[str, RunConfig] = {c.name: c for c in [DEFAULT, *TABLE1_SEARCH_ROWS]}
+CONFIGS: dict[str, RunConfig] = {c.name: c for c in [DEFAULT, *TABLE1]}
 CONFIGS["baseline"] = RunConfig(
     name="baseline", description="the original's BaselineAnalyzer (lucene stoplist), BM25",
     analyzer=_stop("lucene"), tag="kueri_baseline",

@@ -119,7 +119,7 @@ def build_index(
         document.add(field)
 
     started = time.perf_counter()
-    indexed = 0
+    indexed = expanded = 0
     bar = tqdm(desc="indexing", unit=" passages", disable=not progress, mininterval=1.0, smoothing=0.1)
     try:
         with open(partial / IDS_FILE, "w", encoding="utf-8") as ids:
@@ -131,6 +131,7 @@ def build_index(
                 ids.write(passage.id)
                 ids.write("\n")
                 indexed += 1
+                expanded += passage.doct5query != ""
                 if indexed & 1023 == 0:
                     bar.update(1024)
             bar.update(indexed & 1023)
@@ -161,6 +162,7 @@ def build_index(
             DOCT5QUERY_FIELD: "docs+freqs, norms",
         },
         "indexed": indexed,
+        "expanded": expanded,  # passages with a DocT5Query expansion
         "seconds": round(seconds, 3),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **extra,

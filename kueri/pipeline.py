@@ -12,15 +12,18 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kueri.analyze import AnalyzerConfig, read_stoplist
-from kueri.config import RunConfig
+from kueri.config import RunConfig, get_config
 from kueri.errors import KueriError
+from kueri.feedback import feedback_run
+from kueri.fusion import ranked, reciprocal_rank_fusion
 from kueri.index import FORMAT_VERSION, MANIFEST, LuceneIndex, build_index
 from kueri.parse import PassageReader
 from kueri.parse.passages import corpus_files
+from kueri.quality import read_quality_scores, rerank
 from kueri.records import NO_STANCE, STANCES, Run, Topic
 from kueri.search import Searcher
 
@@ -121,6 +124,81 @@ def search_run(index: LuceneIndex, config: RunConfig, topics: Iterable[Topic]) -
     return searcher.search_topics(topics, config.hits, config.fields, config.filter_objects)
 
 
+class Pipeline:
+    """Runs configurations over one corpus and topics, opening each index once and memoising runs
+    (so fused and reranked configurations reuse the runs they build on)."""
+
+    def __init__(
+        self,
+        corpus: str | Path,
+        topics: list[Topic],
+        workdir: str | Path | None = None,
+        *,
+        skip_bad: bool = False,
+        progress: bool = True,
+        adapt: Callable[[RunConfig], RunConfig] | None = None,
+    ) -> None:
+        """``adapt`` rewrites every configuration run, nested ones too (e.g. another judgments file)."""
+        self.corpus = corpus
+        self.adapt = adapt
+        self.topics = topics
+        self.workdir = Path(workdir) if workdir else default_workdir()
+        self.skip_bad = skip_bad
+        self.progress = progress
+        self._indexes: dict[AnalyzerConfig, LuceneIndex] = {}
+        self._runs: dict[RunConfig, Run] = {}
+
+    def index(self, analyzer: AnalyzerConfig) -> LuceneIndex:
+        if analyzer not in self._indexes:
+            self._indexes[analyzer] = cached_index(
+                self.corpus, analyzer, self.workdir, skip_bad=self.skip_bad, progress=self.progress
+            )
+        return self._indexes[analyzer]
+
+    def corpus_ids(self) -> list[str]:
+        """The corpus' passage ids, in corpus order (from an index, built if none is open yet)."""
+        if not self._indexes:
+            self.index(AnalyzerConfig())
+        return next(iter(self._indexes.values())).ids
+
+    def expanded_passages(self) -> int:
+        """How many passages have a DocT5Query expansion (0: the docT5Query field is empty)."""
+        self.corpus_ids()
+        return int(next(iter(self._indexes.values())).manifest.get("expanded", 0))
+
+    def run(self, config: RunConfig) -> Run:
+        """The run ``config`` describes (validated), computed once per configuration."""
+        if self.adapt:
+            config = self.adapt(config)
+        if config not in self._runs:
+            run = self._retrieve(config)
+            if config.rerank:
+                run = rerank(run, read_quality_scores(config.rerank))
+            validate_run(run, self.topics, config.hits)
+            self._runs[config] = run
+        return self._runs[config]
+
+    def _retrieve(self, config: RunConfig) -> Run:
+        if config.fuse:
+            inputs = [ranked(self.run(get_config(name))) for name in config.fuse]
+            return reciprocal_rank_fusion(inputs, k=config.fuse_k, depth=config.hits)
+        index = self.index(config.analyzer)
+        if config.feedback:
+            return feedback_run(index, config.feedback, [t.number for t in self.topics])
+        return search_run(index, config, self.topics)
+
+    def close(self) -> None:
+        for index in self._indexes.values():
+            index.close()
+        self._indexes.clear()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def run_config(
     config: RunConfig,
     corpus: str | Path,
@@ -131,13 +209,8 @@ def run_config(
     progress: bool = True,
 ) -> Run:
     """Everything ``config`` describes, from corpus and topics to a validated run."""
-    index = cached_index(corpus, config.analyzer, workdir or default_workdir(), skip_bad=skip_bad, progress=progress)
-    try:
-        run = search_run(index, config, topics)
-    finally:
-        index.close()
-    validate_run(run, topics, config.hits)
-    return run
+    with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
+        return pipeline.run(config)
 
 
 def validate_run(run: Run, topics: Iterable[Topic], max_hits: int = 1000) -> None:

@@ -1,0 +1,61 @@
+"""fusion: reciprocal rank fusion (RRF) of runs, as the original's ``rrf`` task (Table 1 row 23).
+
+score(topic, doc) = sum over every input line of 1 / (k + rank), with k = 30 and the *rank column*
+(not the position, not the score); no depth cut on the inputs, top ``depth`` of the result.
+Exact ties keep the iteration order of a Java ``HashMap`` filled in first-seen order (the
+original sorted its map's entries with a stable sort): ``tie_order="java"`` reproduces it through
+the JVM, ``"first-seen"`` needs no JVM and keeps first-seen order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from kueri.errors import KueriError
+from kueri.records import Hit, Run
+
+RankedRun = dict[str, list[tuple[int, Hit]]]  # topic -> (rank column, hit), as runfile.read_run_ranked
+
+DEFAULT_K = 30
+TIE_ORDERS = ("java", "first-seen")
+
+
+def ranked(run: Run) -> RankedRun:
+    """An in-memory run with its ranks (1..n, as the run writer numbers them)."""
+    return {qid: list(enumerate(hits, start=1)) for qid, hits in run.items()}
+
+
+def _topic_order(topics: Iterable[str]) -> list[str]:
+    # The original looped over topics 0..100: numeric order; other ids follow as text.
+    return sorted(topics, key=lambda t: (0, int(t), "") if t.isdigit() else (1, 0, t))
+
+
+def _java_order(docs: list[str]) -> list[str]:
+    from kueri.jvm import lucene
+
+    table = lucene().HashMap()
+    for doc in docs:
+        table.put(doc, "")
+    return [str(doc) for doc in table.keySet().toArray()]
+
+
+def reciprocal_rank_fusion(
+    runs: Sequence[RankedRun], k: float = DEFAULT_K, depth: int = 1000, tie_order: str = "java"
+) -> Run:
+    """Fuse ``runs`` (in the given order: it decides first-seen order and float sums)."""
+    if tie_order not in TIE_ORDERS:
+        raise KueriError(f"unknown tie order {tie_order!r}: use {', '.join(TIE_ORDERS)}")
+    if not runs:
+        raise KueriError("nothing to fuse: no runs given")
+    fused: Run = {}
+    for topic in _topic_order({t for run in runs for t in run}):
+        scores: dict[str, float] = {}
+        for run in runs:
+            for rank, hit in run.get(topic, ()):
+                scores[hit.doc] = scores.get(hit.doc, 0.0) + 1.0 / (k + rank)
+        docs = list(scores)
+        if tie_order == "java":
+            docs = _java_order(docs)
+        docs.sort(key=lambda doc: -scores[doc])  # stable: ties keep the map's order
+        fused[topic] = [Hit(doc, scores[doc]) for doc in docs[:depth]]
+    return fused
