@@ -46,6 +46,7 @@ class FeedbackConfig:
     def __post_init__(self) -> None:
         if self.missing not in ("error", "skip"):
             raise KueriError(f"unknown handling of missing judged passages {self.missing!r}: use error or skip")
+        resolve_judgments(self.judgments)  # fail early on a missing file
 
     @property
     def judgments_path(self) -> Path:

@@ -1,0 +1,136 @@
+"""The TIRA entry point and the CLI, end to end, as a user runs them."""
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from kueri.records import STANCES
+from tests.conftest import QRELS, ROOT, SAMPLE, SAMPLE_CORPUS, SAMPLE_TOPICS
+
+
+def run(args, **kwargs):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **kwargs.pop("env", {})}
+    return subprocess.run(args, cwd=kwargs.pop("cwd", ROOT), env=env, capture_output=True, text=True,
+                          timeout=600, **kwargs)
+
+
+def check_touche_run(path, topic_numbers):
+    """The Touché rules: 6 fields, known stance, ranks 1..n, <= 1000 hits, scores non-increasing."""
+    per_topic: dict[str, list[tuple[int, float, str]]] = {}
+    for line in path.read_text().splitlines():
+        fields = line.split(" ")
+        assert len(fields) == 6, line
+        qid, stance, doc, rank, score, _tag = fields
+        assert stance in STANCES or stance == "Q0"
+        assert qid in topic_numbers
+        per_topic.setdefault(qid, []).append((int(rank), float(score), doc))
+    for hits in per_topic.values():
+        assert [r for r, _, _ in hits] == list(range(1, len(hits) + 1))
+        assert len(hits) <= 1000 and len({d for _, _, d in hits}) == len(hits)
+        scores = [s for _, s, _ in hits]
+        assert scores == sorted(scores, reverse=True)
+    return per_topic
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("work")
+
+
+def test_my_software_on_the_sample_writes_a_valid_run_for_50_topics(tmp_path, workdir, topics):
+    out = tmp_path / "out"
+    # from another directory: the script finds its own project
+    result = run([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(out), "-w", str(workdir)],
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    per_topic = check_touche_run(out / "run.txt", {t.number for t in topics})
+    assert len(per_topic) == 50
+    assert "indexed 2607" in result.stderr and "read 2607 passages" in result.stderr
+    # the same corpus and configuration again: the index is reused, the run identical
+    again = run([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(tmp_path / "again"), "-w", str(workdir)])
+    assert again.returncode == 0 and "reusing index" in again.stderr
+    assert (tmp_path / "again" / "run.txt").read_text() == (out / "run.txt").read_text()
+
+
+def corrupt_input(tmp_path, bad_line_number=1500):
+    """The real sample with one line broken, as a TIRA input folder."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(SAMPLE_TOPICS, folder / "topics.xml")
+    with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
+        lines = handle.readlines()
+    lines[bad_line_number - 1] = lines[bad_line_number - 1][:40] + "\n"
+    with gzip.open(folder / "passages.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.writelines(lines)
+    return folder
+
+
+def test_corrupt_passages_fail_naming_file_and_line_and_write_no_run(tmp_path):
+    folder = corrupt_input(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "run.txt").write_text("an older run\n")  # must not survive as if it were this run's
+    result = run([str(ROOT / "my-software.sh"), "-i", str(folder), "-o", str(out), "-w", str(tmp_path / "w")])
+    assert result.returncode == 1
+    assert "passages.jsonl.gz:1500: malformed JSON" in result.stderr and "Traceback" not in result.stderr
+    assert not (out / "run.txt").exists()
+    # and no index that looks complete was left behind
+    assert not list((tmp_path / "w").glob("index-*/kueri-index.json"))
+
+
+def test_skip_bad_counts_and_reports(tmp_path):
+    folder = corrupt_input(tmp_path)
+    result = run([sys.executable, "-m", "kueri", "tira", "-i", str(folder), "-o", str(tmp_path / "out"),
+                  "--workdir", str(tmp_path / "w"), "--skip-bad", "--quiet"])
+    assert result.returncode == 0, result.stderr
+    assert "read 2606 passages from 1 file(s); skipped 1 (1 malformed JSON)" in result.stderr
+    assert "indexed 2606" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [(["passages.jsonl.gz"], "no topics.xml"), (["topics.xml"], "no passages.jsonl.gz or passages.jsonl")],
+)
+def test_missing_input_files(tmp_path, files, message):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in files:
+        shutil.copy(SAMPLE / name, folder / name)
+    result = run([str(ROOT / "my-software.sh"), "-i", str(folder), "-o", str(tmp_path / "out")])
+    assert result.returncode == 1 and message in result.stderr
+    assert not (tmp_path / "out" / "run.txt").exists()
+
+
+def test_usage_error():
+    result = run([str(ROOT / "my-software.sh"), "-i", "somewhere"])
+    assert result.returncode == 2 and "usage" in result.stderr
+
+
+def test_cli_index_search_evaluate(tmp_path, topics):
+    index = tmp_path / "idx"
+    result = run([sys.executable, "-m", "kueri", "index", "--corpus", str(SAMPLE_CORPUS), "--index", str(index),
+                  "--stoplist", "kueristopv2", "--quiet"])
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "run.txt"
+    result = run([sys.executable, "-m", "kueri", "search", "--index", str(index), "--topics", str(SAMPLE_TOPICS),
+                  "--output", str(out), "--bm25", "--k1", "1.2", "--b", "0.75", "--fields", "contents=1",
+                  "docT5Query=1", "--filter-objects", "--hits", "100", "--tag", "mine"])
+    assert result.returncode == 0, result.stderr
+    per_topic = check_touche_run(out, {t.number for t in topics})
+    assert len(per_topic) == 47 and all(len(h) <= 100 for h in per_topic.values())
+    assert out.read_text().split("\n")[0].endswith(" mine")
+    result = run([sys.executable, "-m", "kueri", "evaluate", str(out), "--qrels", str(QRELS), "--json"])
+    assert result.returncode == 0 and '"topics": 47' in result.stdout
+
+
+def test_unknown_config_and_stoplist_are_clear_errors(tmp_path):
+    result = run([sys.executable, "-m", "kueri", "run", "--config", "row-99", "--corpus", str(SAMPLE_CORPUS),
+                  "--topics", str(SAMPLE_TOPICS), "--output", str(tmp_path / "r.txt")])
+    assert result.returncode == 1 and "unknown configuration 'row-99'" in result.stderr
+    result = run([sys.executable, "-m", "kueri", "index", "--corpus", str(SAMPLE_CORPUS), "--index",
+                  str(tmp_path / "i"), "--stoplist", "nope"])
+    assert result.returncode == 1 and "unknown stoplist 'nope'" in result.stderr and "kueristopv2" in result.stderr
