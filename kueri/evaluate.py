@@ -296,6 +296,8 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--float-scores", action="store_true",
                    help="compare scores at C float precision, exactly as trec_eval does "
                    "(default: full double precision)")
+    p.add_argument("--corpus", help="restrict runs and qrels to the passages of this corpus (.jsonl[.gz] or "
+                   "folder): what a corpus smaller than the official one can be measured against")
     p.add_argument("--json", action="store_true", help="one JSON object per run and line")
     p.set_defaults(func=run_evaluate)
     return p
@@ -307,6 +309,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     for name in measures:  # fail on a bad name before reading anything
         parse_measure(name)
     qrels = read_qrels(args.qrels)
+    corpus_ids: set[str] | None = None
+    if getattr(args, "corpus", None):
+        from kueri.parse import PassageReader
+
+        corpus_ids = {passage.id for passage in PassageReader(args.corpus)}
+        qrels = restrict_qrels(qrels, corpus_ids)
     stance_path = getattr(args, "stance_qrels", None)
     stance_qrels = read_stance_qrels(stance_path) if stance_path else None
     per_topic = bool(getattr(args, "per_topic", False))
@@ -316,6 +324,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     for path in args.runs:
         result: dict[str, Any] = {"run": run_name(path)}
         run = read_run(path)
+        if corpus_ids is not None:
+            run = restrict_run(run, corpus_ids)
         result.update(evaluate_run(run, qrels, measures, stance_qrels, per_topic, float_scores))
         if result["skipped_topics"]:
             print(f"note: {path}: {result['skipped_topics']} topic(s) without qrels are not "

@@ -1,6 +1,7 @@
 """The TIRA entry point and the CLI, end to end, as a user runs them."""
 
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -134,3 +135,16 @@ def test_unknown_config_and_stoplist_are_clear_errors(tmp_path):
     result = run([sys.executable, "-m", "kueri", "index", "--corpus", str(SAMPLE_CORPUS), "--index",
                   str(tmp_path / "i"), "--stoplist", "nope"])
     assert result.returncode == 1 and "unknown stoplist 'nope'" in result.stderr and "kueristopv2" in result.stderr
+
+
+def test_evaluate_restricted_to_the_corpus_gives_the_subset_reference_values():
+    runs = sorted(str(p) for p in (ROOT / "tests" / "data" / "runs").glob("*.txt.gz"))
+    result = run([sys.executable, "-m", "kueri", "evaluate", *runs, "--qrels", str(QRELS), "--corpus",
+                  str(SAMPLE_CORPUS), "--measures", "nDCG@5", "--json"])
+    assert result.returncode == 0, result.stderr
+
+    values = {r["run"]: (r["topics"], round(r["nDCG@5"], 4)) for r in map(json.loads, result.stdout.splitlines())}
+    assert values == {
+        "Aldo-Nadi-run5": (50, 0.6664), "Grimjack-run4": (49, 0.3885), "Katana-run3": (49, 0.5857),
+        "Olivier-Armstrong-run1": (50, 0.5278), "Puss-in-Boots-run1": (50, 0.4819),
+    }
