@@ -13,8 +13,8 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q --no-deps pyserini==0.25.0
 	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-deps pyserini==0.25.0
 	touch $@
 
 # WordNet database files (Debian's wordnet-base) for the synonym option and its test.
