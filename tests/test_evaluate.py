@@ -26,11 +26,9 @@ from kueri.evaluate import (
 )
 from kueri.records import Hit
 from kueri.runfile import read_qrels, read_run
+from tests.conftest import DATA, QRELS, SAMPLE_CORPUS
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "tests" / "data" / "runs"
-QRELS = ROOT / "resources" / "qrels" / "touche-task2-2022-relevance.qrels"
-SUBSET = ROOT / "resources" / "sample" / "passages.jsonl.gz"
+RUNS = DATA / "runs"
 
 # run file -> (nDCG@5 official qrels, nDCG@5 on the 2,607-passage subset, subset topics)
 REFERENCE = {
@@ -49,7 +47,7 @@ def qrels() -> dict[str, dict[str, int]]:
 
 @cache
 def subset_ids() -> frozenset[str]:
-    with gzip.open(SUBSET, "rt", encoding="utf-8") as lines:
+    with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as lines:
         return frozenset(json.loads(line)["id"] for line in lines)
 
 

@@ -23,10 +23,9 @@ from kueri.runfile import (
     write_lines_atomic,
     write_run,
 )
+from tests.conftest import DATA, QRELS
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "tests" / "data" / "runs"
-QRELS = ROOT / "resources" / "qrels" / "touche-task2-2022-relevance.qrels"
+RUNS = DATA / "runs"
 
 
 def java_format(x: float) -> str:
