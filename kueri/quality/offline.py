@@ -1,0 +1,329 @@
+"""Offline argument-quality scores: a small linear model that imitates IBM Project Debater's scores.
+
+For users without a Debater key (or without network). The model (``resources/models/quality-*.npz``,
+rebuilt by ``scripts/train_quality.py``) is one ridge regression over three blocks of features of
+the passage text (contents without backslashes, what the original sent to Debater):
+
+* TF-IDF of lower-cased character 1-4-grams (sublinear tf, smooth idf, l2-normalised row),
+* TF-IDF of lower-cased words, likewise,
+* 30 surface features (:func:`~kueri.quality.features.text_features`), standardised and down-weighted.
+
+It was fitted on the training half of the Debater scores of the shipped sample (passages whose id's
+MD5 starts with an even byte); the other half is the held-out test. The file holds plain arrays
+(no pickle), and prediction is re-implemented here (plain Python and numpy), so neither scikit-learn nor its
+version matters at run time; the training script checks that both predict the same.
+
+Public API: :class:`OfflineQualityModel`, :func:`score_corpus`, :func:`quality_scores_for`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import multiprocessing
+import multiprocessing.pool
+import os
+import sys
+import tempfile
+import time
+import zipfile
+from collections import Counter, deque
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from itertools import repeat
+from pathlib import Path
+
+import numpy as np
+
+from kueri.errors import KueriError, SetupError
+from kueri.parse.passages import PassageReader
+from kueri.quality.features import CHAR_NGRAM_RANGE, TEXT_FEATURES, char_ngrams, model_text, text_features, word_tokens
+from kueri.quality.rerank import as_java_float, read_quality_scores
+from kueri.runfile import format_score, write_lines_atomic
+
+MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
+DEFAULT_MODEL = MODEL_DIR / "quality-ridge-v1.npz"
+MODEL_FORMAT = 1
+#: Scores are clipped to Debater's range, so a reranked score never grows (the reranker assumes <= 1).
+SCORE_RANGE = (0.0, 1.0)
+_CHUNK = 500  # passages per task when scoring in several processes
+
+
+def _encode_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as one UTF-8 byte array plus offsets: exact (any character), and no pickle needed."""
+    encoded = [s.encode("utf-8") for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(b) for b in encoded])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def _decode_strings(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    raw = data.tobytes()
+    bounds = offsets.tolist()
+    return [raw[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+@dataclass(frozen=True)
+class TfidfBlock:
+    """One TF-IDF block: vocabulary, idf and ridge coefficient of each term."""
+
+    vocabulary: list[str]
+    idf: np.ndarray
+    coef: np.ndarray
+
+    def __post_init__(self) -> None:
+        if not len(self.vocabulary) == len(self.idf) == len(self.coef):
+            raise ValueError("vocabulary, idf and coef differ in length")
+        object.__setattr__(self, "_index", {term: i for i, term in enumerate(self.vocabulary)})
+
+    def dot(self, terms: list[str]) -> float:
+        """coef . tfidf(terms) with scikit-learn's sublinear tf and l2 norm (unknown terms dropped).
+
+        Counting and the vocabulary look-up run in C (Counter, map); the arithmetic in numpy.
+        """
+        counts = Counter(terms)
+        index: dict[str, int] = self._index  # type: ignore[attr-defined]
+        ids = np.fromiter(map(index.get, counts.keys(), repeat(-1)), dtype=np.int64, count=len(counts))
+        tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+        known = ids >= 0
+        ids = ids[known]
+        weights = (1.0 + np.log(tf[known])) * self.idf[ids]
+        squares = float(weights @ weights)
+        return float(weights @ self.coef[ids]) / math.sqrt(squares) if squares > 0.0 else 0.0
+
+
+class OfflineQualityModel:
+    """The shipped quality model; :meth:`score` maps passage contents to a quality in [0, 1]."""
+
+    def __init__(self, meta: Mapping[str, object], char: TfidfBlock, word: TfidfBlock,
+                 feature_mean: np.ndarray, feature_scale: np.ndarray, feature_coef: np.ndarray,
+                 intercept: float) -> None:
+        if meta.get("format") != MODEL_FORMAT:
+            raise SetupError(f"quality model format {meta.get('format')!r} is not {MODEL_FORMAT}: "
+                             "rebuild it with scripts/train_quality.py")
+        if tuple(meta.get("char_ngram_range", ())) != CHAR_NGRAM_RANGE or \
+                tuple(meta.get("text_features", ())) != TEXT_FEATURES:
+            raise SetupError("quality model was trained with other features than kueri/quality/features.py "
+                             "computes: rebuild it with scripts/train_quality.py")
+        self.meta = dict(meta)
+        self.char, self.word = char, word
+        self.feature_mean, self.feature_scale, self.feature_coef = feature_mean, feature_scale, feature_coef
+        self.intercept = float(intercept)
+        # The features enter as (x - mean) / scale * coef: fold that into one weight and one offset.
+        weights = feature_coef / feature_scale
+        self._feature_weights = weights.tolist()
+        self._offset = self.intercept - float(np.dot(weights, feature_mean))
+
+    # -- files ---------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_MODEL) -> OfflineQualityModel:
+        path = Path(path)
+        if not path.is_file():
+            raise SetupError(f"quality model {path} not found (the repository ships resources/models/"
+                             f"{DEFAULT_MODEL.name}; scripts/train_quality.py rebuilds it)")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+            meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
+            blocks = {
+                name: TfidfBlock(_decode_strings(arrays[f"{name}_vocab"], arrays[f"{name}_offsets"]),
+                                 arrays[f"{name}_idf"], arrays[f"{name}_coef"])
+                for name in ("char", "word")
+            }
+            return cls(meta, blocks["char"], blocks["word"], arrays["feature_mean"], arrays["feature_scale"],
+                       arrays["feature_coef"], float(arrays["intercept"].reshape(-1)[0]))
+        except (KeyError, ValueError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+            raise SetupError(f"quality model {path} is unreadable ({exc}): rebuild it with "
+                             "scripts/train_quality.py") from None
+
+    def save(self, path: str | Path) -> None:
+        """Write the model as an ``.npz`` whose bytes depend only on its contents (no timestamps)."""
+        arrays: dict[str, np.ndarray] = {
+            "meta": np.frombuffer(json.dumps(self.meta, sort_keys=True).encode("utf-8"), dtype=np.uint8),
+            "feature_mean": self.feature_mean, "feature_scale": self.feature_scale,
+            "feature_coef": self.feature_coef, "intercept": np.array([self.intercept]),
+        }
+        for name, block in (("char", self.char), ("word", self.word)):
+            arrays[f"{name}_vocab"], arrays[f"{name}_offsets"] = _encode_strings(block.vocabulary)
+            arrays[f"{name}_idf"], arrays[f"{name}_coef"] = block.idf, block.coef
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+            for name in sorted(arrays):
+                member = io.BytesIO()
+                np.lib.format.write_array(member, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, member.getvalue(), compresslevel=9)
+        _write_bytes_atomic(path, buffer.getvalue())
+
+    # -- prediction ----------------------------------------------------------------------------
+
+    def raw_score(self, contents: str) -> float:
+        """The ridge prediction (unclipped) for passage contents (backslashes are removed here)."""
+        text = model_text(contents)
+        score = self._offset + self.char.dot(char_ngrams(text)) + self.word.dot(word_tokens(text))
+        return score + sum(w * x for w, x in zip(self._feature_weights, text_features(text), strict=True))
+
+    def score(self, contents: str) -> float:
+        low, high = SCORE_RANGE
+        return min(high, max(low, self.raw_score(contents)))
+
+
+def _write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """``data`` to ``path`` atomically (the model file: a crash never leaves half a model)."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def spearman(a: Iterable[float], b: Iterable[float]) -> float:
+    """Spearman's rank correlation (ties get their average rank), for the held-out evaluation."""
+
+    def ranks(values: np.ndarray) -> np.ndarray:
+        order = np.argsort(values, kind="stable")
+        ranked = np.empty(len(values))
+        ranked[order] = np.arange(len(values), dtype=float)
+        _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+        sums = np.bincount(inverse, weights=ranked)
+        return (sums / counts)[inverse]
+
+    x, y = ranks(np.asarray(list(a), dtype=float)), ranks(np.asarray(list(b), dtype=float))
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+# -- scoring a corpus ------------------------------------------------------------------------------
+
+_worker_model: OfflineQualityModel | None = None
+
+
+def _init_worker(model_path: str) -> None:
+    global _worker_model
+    _worker_model = OfflineQualityModel.load(model_path)
+
+
+def _score_chunk(chunk: list[tuple[str, str]]) -> list[tuple[str, float]]:
+    assert _worker_model is not None
+    return [(pid, _worker_model.score(contents)) for pid, contents in chunk]
+
+
+def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
+    chunk: list[tuple[str, str]] = []
+    for pair in pairs:
+        chunk.append(pair)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def iter_offline_scores(pairs: Iterable[tuple[str, str]], model_path: str | Path = DEFAULT_MODEL,
+                        workers: int = 1) -> Iterator[tuple[str, float]]:
+    """``(id, quality)`` for ``(id, contents)`` pairs, in input order, in ``workers`` processes.
+
+    At most ``2 * workers`` chunks are in flight, so memory stays bounded on the full corpus
+    (``Pool.imap`` would read the whole input ahead).
+    """
+    if workers <= 1:
+        model = OfflineQualityModel.load(model_path)
+        for pid, contents in pairs:
+            yield pid, model.score(contents)
+        return
+    OfflineQualityModel.load(model_path)  # fail here, clearly, rather than in every worker
+    with multiprocessing.get_context("spawn").Pool(workers, _init_worker, (str(model_path),)) as pool:
+        pending: deque[multiprocessing.pool.AsyncResult[list[tuple[str, float]]]] = deque()
+        for chunk in _chunks(pairs, _CHUNK):
+            pending.append(pool.apply_async(_score_chunk, (chunk,)))
+            if len(pending) >= 2 * workers:
+                yield from pending.popleft().get()
+        while pending:
+            yield from pending.popleft().get()
+
+
+@dataclass
+class OfflineSummary:
+    scored: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.scored / self.seconds if self.seconds > 0 else float("inf")
+
+
+def _corpus_pairs(corpus: str | Path, ids: Collection[str] | None, skip_bad: bool) -> Iterator[tuple[str, str]]:
+    for passage in PassageReader(corpus, skip_bad=skip_bad):
+        if ids is None or passage.id in ids:
+            yield passage.id, passage.contents
+
+
+def score_corpus(corpus: str | Path, scores_path: str | Path, model_path: str | Path = DEFAULT_MODEL,
+                 workers: int = 1, progress: bool = True, skip_bad: bool = False,
+                 ids: Collection[str] | None = None) -> OfflineSummary:
+    """Write ``passage_id<TAB>quality`` (6 decimals) for every passage of ``corpus`` (or only ``ids``).
+
+    The file is written atomically: it appears complete or not at all (the run is fast and
+    deterministic, so a crashed run is simply repeated).
+    """
+    from tqdm import tqdm
+
+    start = time.monotonic()
+    scored = 0
+
+    def lines() -> Iterator[str]:
+        nonlocal scored
+        results = iter_offline_scores(_corpus_pairs(corpus, ids, skip_bad), model_path, workers)
+        with tqdm(results, desc="offline quality", unit=" passages", disable=not progress, file=sys.stderr,
+                  mininterval=1.0) as bar:
+            for pid, quality in bar:
+                if "\t" in pid or "\n" in pid:
+                    raise KueriError(f"passage id {pid!r} contains a tab or line break: cannot write it")
+                scored += 1
+                yield f"{pid}\t{format_score(quality)}\n"
+
+    write_lines_atomic(scores_path, lines())
+    return OfflineSummary(scored, time.monotonic() - start)
+
+
+# -- score sources for reranking -------------------------------------------------------------------
+
+#: ``--quality`` names: the original team's Debater scores (shipped) and the offline model.
+QUALITY_SOURCES = ("debater", "offline")
+
+
+def quality_scores_for(source: str, corpus: str | Path | None = None, ids: Collection[str] | None = None,
+                       *, model_path: str | Path = DEFAULT_MODEL, workers: int = 1,
+                       skip_bad: bool = False) -> dict[str, float]:
+    """Quality scores for reranking, as :func:`~kueri.quality.rerank.read_quality_scores` returns them.
+
+    ``source``:
+
+    * ``"debater"``: the original team's IBM Debater scores, shipped (64,382 passages; a passage
+      without one keeps factor 1.0 in the reranker). For a new corpus, fill a score file with
+      ``kueri quality debater`` and pass that file instead.
+    * ``"offline"``: the offline model's scores of the passages of ``corpus`` (required), only of
+      ``ids`` when given (e.g. the passages of the run to rerank: far faster than the corpus).
+    * anything else: a score file path or a shipped score name (``debater-2022``).
+
+    Offline values are rounded to 6 decimals and read as Java floats, exactly as if they had been
+    written to a score file and read back, so both routes rerank identically.
+    """
+    if source == "debater":
+        return read_quality_scores("debater-2022")
+    if source == "offline":
+        if corpus is None:
+            raise KueriError("offline quality scores need the corpus (the passage texts)")
+        pairs = _corpus_pairs(corpus, ids, skip_bad)
+        return {pid: as_java_float(float(format_score(q)))
+                for pid, q in iter_offline_scores(pairs, model_path, workers)}
+    return read_quality_scores(source)
