@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# TIRA entry point: ./my-software.sh -i IN -o OUT [-c CONFIG] [-w WORKDIR]
+# TIRA entry point: ./my-software.sh -i IN -o OUT [-c CONFIG] [-q QUALITY] [-w WORKDIR]
 #   IN  holds topics.xml and passages.jsonl.gz (or passages.jsonl)
 #   OUT gets run.txt (qid STANCE doc rank score tag), written only when the run is complete and valid
 # The default configuration is the best automatic one (no judgments, no network).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { echo "usage: $0 -i INPUT_DIR -o OUTPUT_DIR [-c CONFIG] [-w WORKDIR]" >&2; exit 2; }
-input="" output="" config="default" workdir=()
-while getopts "i:o:c:w:h" opt; do
+usage() { echo "usage: $0 -i INPUT_DIR -o OUTPUT_DIR [-c CONFIG] [-q offline|debater|FILE|none] [-w WORKDIR]" >&2; exit 2; }
+input="" output="" config="default" workdir=() quality=()
+while getopts "i:o:c:q:w:h" opt; do
   case "$opt" in
     i) input="$OPTARG" ;;
     o) output="$OPTARG" ;;
     c) config="$OPTARG" ;;
+    q) quality=(--quality "$OPTARG") ;;
     w) workdir=(--workdir "$OPTARG") ;;
     *) usage ;;
   esac
@@ -22,4 +23,4 @@ if [ -z "$python" ]; then
   if [ -x "$here/.venv/bin/python" ]; then python="$here/.venv/bin/python"; else python="python3"; fi
 fi
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
-exec "$python" -m kueri tira -i "$input" -o "$output" --config "$config" "${workdir[@]}"
+exec "$python" -m kueri tira -i "$input" -o "$output" --config "$config" "${quality[@]}" "${workdir[@]}"

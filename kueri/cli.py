@@ -54,6 +54,11 @@ def _ranking_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tag", help="run tag (default: the configuration's)")
 
 
+def _quality_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quality", help="quality rerank source, overriding the configuration's: offline, debater, "
+                        "a 'passage_id<TAB>score' file, or none")
+
+
 def _config_from_args(args: argparse.Namespace):  # -> RunConfig
     from kueri.analyze import MAIN_ANALYZER, AnalyzerConfig
     from kueri.config import get_config
@@ -97,6 +102,9 @@ def _config_from_args(args: argparse.Namespace):  # -> RunConfig
             changes["hits"] = args.hits
         if args.tag:
             changes["tag"] = args.tag
+    quality = getattr(args, "quality", None)
+    if quality:
+        changes["rerank"] = None if quality == "none" else quality
     return config.with_changes(**changes) if changes else config
 
 
@@ -211,11 +219,13 @@ def cmd_fuse(args: argparse.Namespace) -> int:
 
 
 def cmd_rerank(args: argparse.Namespace) -> int:
-    from kueri.quality import read_quality_scores, rerank
+    from kueri.quality import rerank
+    from kueri.quality.offline import quality_scores_for
     from kueri.runfile import read_run_with_tag
 
     run, tag = read_run_with_tag(args.run)
-    scores = read_quality_scores(args.scores)
+    ids = {hit.doc for hits in run.values() for hit in hits}
+    scores = quality_scores_for(args.quality, args.corpus, ids)
     covered = sum(hit.doc in scores for hits in run.values() for hit in hits)
     total = sum(len(hits) for hits in run.values())
     print(f"quality scores for {covered} of {total} hits (the others keep factor 1.0)", file=sys.stderr)
@@ -263,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True)
     p.add_argument("--workdir", help="where indexes are cached (KUERI_WORKDIR, else ./work)")
     p.add_argument("--skip-bad", action="store_true")
+    _quality_flag(p)
     common(p)
     _analyzer_flags(p)
     _ranking_flags(p)
@@ -273,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--workdir")
     p.add_argument("--skip-bad", action="store_true")
+    _quality_flag(p)
     common(p)
     p.set_defaults(func=cmd_tira)
 
@@ -302,8 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("rerank", help="multiply scores by argument quality from a score file")
     p.add_argument("run")
-    p.add_argument("--scores", default="debater-2022",
-                   help="'passage_id<TAB>score' file (default: the original team's Debater scores, shipped)")
+    p.add_argument("--quality", "--scores", default="debater",
+                   help="quality source: 'offline' (the local model; needs --corpus), 'debater' (the original "
+                   "team's Debater scores, shipped; the default) or a 'passage_id<TAB>score' file")
+    p.add_argument("--corpus", help="the passages' corpus (for --quality offline)")
     p.add_argument("--output", required=True)
     p.add_argument("--tag", help="default: the input's tag + _reranked")
     p.set_defaults(func=cmd_rerank)
@@ -311,12 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("configs", help="list the named configurations")
     p.set_defaults(func=cmd_configs)
 
-    try:
-        from kueri.evaluate import add_evaluate_parser
-    except ImportError:  # pragma: no cover - evaluation is optional at import time
-        pass
-    else:
-        add_evaluate_parser(sub)
+    from kueri.evaluate import add_evaluate_parser
+    from kueri.quality.cli import add_quality_parser
+
+    add_evaluate_parser(sub)
+    add_quality_parser(sub)
     return parser
 
 

@@ -37,7 +37,7 @@ class RunConfig:
     feedback: FeedbackConfig | None = None  # graded RF from judgments instead of the title query
     fuse: tuple[str, ...] = ()  # names of configurations whose runs are fused by RRF
     fuse_k: float = 30.0
-    rerank: str | None = None  # quality score file (a path, or a shipped name such as debater-2022)
+    rerank: str | None = None  # quality source: "offline" (the local model), "debater" (the team's scores), a file
     tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
     paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
 
@@ -131,11 +131,13 @@ TABLE1_COMPOSITE_ROWS = [
 ]
 TABLE1 = [*TABLE1_SEARCH_ROWS, *TABLE1_COMPOSITE_ROWS]
 
-#: The best automatic configuration available: Porter + kueristopv2 + BM25 (Table 1 row 15).
+#: The best automatic configuration available: Table 1 row 15 (Porter + kueristopv2 + BM25) reranked by
+#: the offline argument-quality model (row 20 with local scores instead of the team's Debater file).
 DEFAULT = RunConfig(
     name="default",
-    description="best automatic configuration: kueristopv2 + Porter, BM25, title query (= row-15)",
+    description="best automatic configuration: kueristopv2 + Porter, BM25, title query, offline quality rerank",
     analyzer=_PORTER_V2,
+    rerank="offline",
     tag="kueri_default",
 )
 

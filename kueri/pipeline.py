@@ -23,7 +23,8 @@ from kueri.fusion import ranked, reciprocal_rank_fusion
 from kueri.index import FORMAT_VERSION, MANIFEST, LuceneIndex, build_index
 from kueri.parse import PassageReader
 from kueri.parse.passages import corpus_files
-from kueri.quality import read_quality_scores, rerank
+from kueri.quality import rerank
+from kueri.quality.offline import quality_scores_for
 from kueri.records import NO_STANCE, STANCES, Run, Topic
 from kueri.search import Searcher
 
@@ -173,7 +174,8 @@ class Pipeline:
         if config not in self._runs:
             run = self._retrieve(config)
             if config.rerank:
-                run = rerank(run, read_quality_scores(config.rerank))
+                ids = {hit.doc for hits in run.values() for hit in hits}
+                run = rerank(run, quality_scores_for(config.rerank, self.corpus, ids, skip_bad=self.skip_bad))
             validate_run(run, self.topics, config.hits)
             self._runs[config] = run
         return self._runs[config]

@@ -84,3 +84,13 @@ def test_row_is_what_the_original_java_system_produces(pipeline, name, tmp_path)
 def test_all_java_reference_rows_are_present():
     expected = [f"row-{n:02d}" for n in [*range(1, 18), 23]]
     assert expected == JAVA_ROWS
+
+
+def test_default_configuration_on_the_sample(pipeline, qrels):
+    """What my-software.sh runs: automatic (no judgments, no network), pinned like the rows."""
+    from kueri.config import get_config
+
+    config = get_config("default")
+    assert not config.manual and config.rerank == "offline"
+    result = evaluate_run(pipeline.run(config), qrels)
+    assert (result["topics"], round(result["nDCG@5"], 4)) == (50, 0.5209)
