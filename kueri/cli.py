@@ -57,6 +57,7 @@ def _ranking_flags(parser: argparse.ArgumentParser) -> None:
 def _quality_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quality", help="quality rerank source, overriding the configuration's: offline, debater, "
                         "a 'passage_id<TAB>score' file, or none")
+    parser.add_argument("--stance-depth", type=int, help="label the stance of the top N hits per topic (0: none)")
 
 
 def _config_from_args(args: argparse.Namespace):  # -> RunConfig
@@ -102,6 +103,9 @@ def _config_from_args(args: argparse.Namespace):  # -> RunConfig
             changes["hits"] = args.hits
         if args.tag:
             changes["tag"] = args.tag
+    stance_depth = getattr(args, "stance_depth", None)
+    if stance_depth is not None:
+        changes["stance_depth"] = stance_depth or None
     quality = getattr(args, "quality", None)
     if quality:
         changes["rerank"] = None if quality == "none" else quality
@@ -327,9 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from kueri.evaluate import add_evaluate_parser
     from kueri.quality.cli import add_quality_parser
+    from kueri.stance.cli import add_stance_parser
 
     add_evaluate_parser(sub)
     add_quality_parser(sub)
+    add_stance_parser(sub)
     return parser
 
 

@@ -24,7 +24,7 @@ class RunConfig:
     """Everything that decides a run: analysis, ranking, filter, feedback, fusion, rerank, tag.
 
     The stages run in this order: retrieval (``fuse`` of other named configurations, else relevance
-    ``feedback``, else the title search), then quality ``rerank``.
+    ``feedback``, else the title search), then quality ``rerank``, then ``stance`` labels.
     """
 
     name: str
@@ -38,6 +38,7 @@ class RunConfig:
     fuse: tuple[str, ...] = ()  # names of configurations whose runs are fused by RRF
     fuse_k: float = 30.0
     rerank: str | None = None  # quality source: "offline" (the local model), "debater" (the team's scores), a file
+    stance_depth: int | None = None  # label the stance of the top N hits of each topic (None: Q0, as the original)
     tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
     paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
 
@@ -135,9 +136,11 @@ TABLE1 = [*TABLE1_SEARCH_ROWS, *TABLE1_COMPOSITE_ROWS]
 #: the offline argument-quality model (row 20 with local scores instead of the team's Debater file).
 DEFAULT = RunConfig(
     name="default",
-    description="best automatic configuration: kueristopv2 + Porter, BM25, title query, offline quality rerank",
+    description="best automatic configuration: kueristopv2 + Porter, BM25, title query, offline quality rerank, "
+    "stance of every hit",
     analyzer=_PORTER_V2,
     rerank="offline",
+    stance_depth=1000,  # every hit: labelling runs at about 2,300 passages/s
     tag="kueri_default",
 )
 

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from kueri.analyze import AnalyzerConfig, read_stoplist
 from kueri.config import RunConfig, get_config
@@ -148,6 +149,7 @@ class Pipeline:
         self.progress = progress
         self._indexes: dict[AnalyzerConfig, LuceneIndex] = {}
         self._runs: dict[RunConfig, Run] = {}
+        self._stance_model: Any = None
 
     def index(self, analyzer: AnalyzerConfig) -> LuceneIndex:
         if analyzer not in self._indexes:
@@ -176,9 +178,20 @@ class Pipeline:
             if config.rerank:
                 ids = {hit.doc for hits in run.values() for hit in hits}
                 run = rerank(run, quality_scores_for(config.rerank, self.corpus, ids, skip_bad=self.skip_bad))
+            if config.stance_depth:
+                run = self._label_stance(run, config.stance_depth)
             validate_run(run, self.topics, config.hits)
             self._runs[config] = run
         return self._runs[config]
+
+    def _label_stance(self, run: Run, depth: int) -> Run:
+        from kueri.stance import StanceModel, index_texts, label_run
+
+        if self._stance_model is None:
+            self._stance_model = StanceModel.load()
+        self.corpus_ids()  # any open index serves: the stored text does not depend on the analyzer
+        index = next(iter(self._indexes.values()))
+        return label_run(run, self.topics, index_texts(index), depth=depth, model=self._stance_model)
 
     def _retrieve(self, config: RunConfig) -> Run:
         if config.fuse:

@@ -148,3 +148,11 @@ def test_evaluate_restricted_to_the_corpus_gives_the_subset_reference_values():
         "Aldo-Nadi-run5": (50, 0.6664), "Grimjack-run4": (49, 0.3885), "Katana-run3": (49, 0.5857),
         "Olivier-Armstrong-run1": (50, 0.5278), "Puss-in-Boots-run1": (50, 0.4819),
     }
+
+
+def test_default_run_carries_real_stance_labels(tmp_path, workdir):
+    out = tmp_path / "out"
+    result = run([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(out), "-w", str(workdir)])
+    assert result.returncode == 0, result.stderr
+    stances = [line.split(" ")[1] for line in (out / "run.txt").read_text().splitlines()]
+    assert "Q0" not in stances and {"FIRST", "SECOND", "NO"} <= set(stances)

@@ -1,0 +1,74 @@
+"""``kueri stance``: fill the stance column of a run file with the shipped stance model.
+
+    kueri stance RUN (--index DIR | --corpus PATH) --topics FILE --output RUN [--depth 50] [--model FILE]
+                 [--tag TAG] [--priors F S N NO] [--neutral-gate X]
+
+The main CLI calls :func:`add_stance_parser`; the model is loaded only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kueri.errors import KueriError
+from kueri.stance.label import DEFAULT_DEPTH
+
+
+def add_stance_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``kueri stance`` to the main CLI's subparsers; it dispatches to :func:`cmd_stance` (``func``)."""
+    p = subparsers.add_parser(
+        "stance",
+        help="label the top hits of a run FIRST / SECOND / NEUTRAL / NO (offline model)",
+        description="Fill the stance column of a run: the top --depth hits of every topic get FIRST (pro the "
+        "first object of the topic's <objects>), SECOND, NEUTRAL or NO; ranking and scores are unchanged, "
+        "deeper hits keep their stance (Q0 in a fresh run, evaluated as NO).",
+    )
+    p.add_argument("run", metavar="RUN", help="run file to label (.gz allowed)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--index", help="index of the run's corpus (passage texts are read from it)")
+    source.add_argument("--corpus", help="the run's corpus, .jsonl/.jsonl.gz file or a folder of them")
+    p.add_argument("--topics", required=True, help="topics file (the objects of each topic)")
+    p.add_argument("--output", required=True, help="labelled run file to write")
+    p.add_argument("--depth", type=int, default=DEFAULT_DEPTH,
+                   help="hits labelled per topic; 0 = all (%(default)s)")
+    p.add_argument("--model", help="stance model file (default: the shipped resources/models/stance-v1.npz)")
+    p.add_argument("--tag", help="run tag (default: the input's)")
+    p.add_argument("--priors", type=float, nargs=4, metavar=("FIRST", "SECOND", "NEUTRAL", "NO"),
+                   help="target class priors of the decision (default: the model's, uniform)")
+    p.add_argument("--neutral-gate", type=float, metavar="X",
+                   help="NEUTRAL needs a sentence comparing the objects with probability >= X, else NO; "
+                   "0 turns the gate off (default: the model's, 0.5)")
+    p.add_argument("--skip-bad", action="store_true", help="skip bad corpus lines instead of stopping (--corpus)")
+    p.set_defaults(func=cmd_stance)
+    return p
+
+
+def cmd_stance(args: argparse.Namespace) -> int:
+    from kueri.parse import read_topics
+    from kueri.runfile import read_run_with_tag, write_run
+    from kueri.stance.label import LabelSummary, corpus_texts, index_texts, label_run, needed_ids
+    from kueri.stance.model import DEFAULT_MODEL, StanceModel
+
+    if args.depth < 0:
+        raise KueriError(f"--depth must be at least 0, not {args.depth}")
+    model = StanceModel.load(args.model or DEFAULT_MODEL)  # fail before reading anything large
+    if args.priors is not None or args.neutral_gate is not None:
+        model = model.with_decision(args.priors, args.neutral_gate)
+    run, tag = read_run_with_tag(args.run)
+    topics = read_topics(args.topics)
+    summary = LabelSummary()
+    if args.index:
+        from kueri.index import LuceneIndex
+
+        with LuceneIndex(args.index) as index:
+            labelled = label_run(run, topics, index_texts(index), args.depth, model, summary)
+    else:
+        texts = corpus_texts(args.corpus, needed_ids(run, args.depth), skip_bad=args.skip_bad)
+        labelled = label_run(run, topics, texts, args.depth, model, summary)
+    lines = write_run(labelled, args.output, args.tag or tag or "kueri_stance")
+    counts = " ".join(f"{label} {n}" for label, n in (summary.counts or {}).items())
+    print(f"stance: labelled {summary.labelled} hits in {summary.seconds:.1f} s ({summary.rate:.0f} passages/s): "
+          f"{counts}; wrote {lines} lines to {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,131 @@
+"""Fill the stance column of a run: each of the top ``depth`` hits of a topic gets FIRST, SECOND, NEUTRAL or NO.
+
+Ranking and scores are untouched; hits below ``depth`` keep the stance they had (``Q0``, "no stance
+given", for a fresh run: it is evaluated as NO, and it tells a reader that the passage was not looked at,
+which NO would not).
+
+Passage texts come from a mapping ``{passage id: contents}`` or a function from a list of ids to their
+contents in order: :func:`index_texts` reads them from an open index (its stored ``contents`` field),
+:func:`corpus_texts` from corpus files.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kueri.errors import KueriError
+from kueri.records import Hit, Run, Topic
+from kueri.stance.features import ObjectMatcher, mask_passage
+from kueri.stance.model import DEFAULT_MODEL, LABELS, StanceModel
+
+if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type
+    from kueri.index import LuceneIndex
+
+#: Texts for :func:`label_run`: ``{passage id: contents}``, or ids -> contents in the same order.
+Texts = Mapping[str, str] | Callable[[Sequence[str]], Sequence[str]]
+
+DEFAULT_DEPTH = 50
+
+
+@dataclass
+class LabelSummary:
+    """What :func:`label_run` did: labelled hits, their label counts and the time it took."""
+
+    labelled: int = 0
+    seconds: float = 0.0
+    counts: dict[str, int] | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.labelled / self.seconds if self.seconds > 0 else float("inf")
+
+
+def _lookup(texts: Texts, ids: Sequence[str], qid: str) -> Sequence[str]:
+    if callable(texts):
+        found = texts(ids)
+        if len(found) != len(ids):
+            raise KueriError(f"stance: topic {qid}: asked for {len(ids)} passage texts, got {len(found)}")
+        return found
+    missing = [pid for pid in ids if pid not in texts]
+    if missing:
+        raise KueriError(f"stance: topic {qid}: no text for {len(missing)} passage(s), e.g. {missing[0]} "
+                         "(is the run from another corpus?)")
+    return [texts[pid] for pid in ids]
+
+
+def label_run(
+    run: Run,
+    topics: Iterable[Topic],
+    texts: Texts,
+    depth: int | None = DEFAULT_DEPTH,
+    model: StanceModel | str | Path | None = None,
+    summary: LabelSummary | None = None,
+) -> Run:
+    """A copy of ``run`` whose top ``depth`` hits per topic (all with ``None`` or 0) carry a stance label.
+
+    FIRST / SECOND favour the first / second object of the topic's ``<objects>``. ``model``: an open
+    :class:`StanceModel`, a model file, or None for the shipped one. Every topic of the run must be among
+    ``topics`` (its objects are needed); a passage without a text raises :class:`KueriError`.
+    ``summary``, when given, is filled with counts and timing.
+    """
+    if depth is not None and depth < 0:
+        raise KueriError(f"stance: depth must be at least 0, not {depth}")
+    started = time.perf_counter()
+    if not isinstance(model, StanceModel):
+        model = StanceModel.load(model if model is not None else DEFAULT_MODEL)
+    by_number = {topic.number: topic for topic in topics}
+    counts = dict.fromkeys(LABELS, 0)
+    labelled: Run = {}
+    for qid, hits in run.items():
+        topic = by_number.get(qid)
+        if topic is None:
+            raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
+        cut = len(hits) if not depth else min(depth, len(hits))
+        if cut == 0:
+            labelled[qid] = list(hits)
+            continue
+        matcher = ObjectMatcher(*topic.objects)  # once per topic: it compiles the objects' patterns
+        contents = _lookup(texts, [hit.doc for hit in hits[:cut]], qid)
+        head = []
+        for hit, text in zip(hits[:cut], contents, strict=True):
+            stance = model.label_masked(mask_passage(text or "", matcher))
+            counts[stance] += 1
+            head.append(Hit(hit.doc, hit.score, stance))
+        labelled[qid] = head + list(hits[cut:])
+    if summary is not None:
+        summary.labelled = sum(counts.values())
+        summary.seconds = time.perf_counter() - started
+        summary.counts = counts
+    return labelled
+
+
+def needed_ids(run: Run, depth: int | None = DEFAULT_DEPTH) -> set[str]:
+    """The passage ids :func:`label_run` will ask for."""
+    return {hit.doc for hits in run.values() for hit in (hits if not depth else hits[:depth])}
+
+
+def index_texts(index: LuceneIndex) -> Callable[[Sequence[str]], Sequence[str]]:
+    """Texts from an open :class:`~kueri.index.LuceneIndex` (its stored ``contents``)."""
+
+    def lookup(ids: Sequence[str]) -> Sequence[str]:
+        docids = []
+        for pid in ids:
+            docid = index.docid(pid)
+            if docid is None:
+                raise KueriError(f"stance: passage {pid} is not in the index {index.path} "
+                                 "(is the run from another corpus?)")
+            docids.append(docid)
+        return index.contents(docids)
+
+    return lookup
+
+
+def corpus_texts(corpus: str | Path, ids: Collection[str], skip_bad: bool = False) -> dict[str, str]:
+    """``{id: contents}`` of the passages of ``corpus`` whose id is in ``ids`` (one streaming pass)."""
+    from kueri.parse import PassageReader
+
+    return {p.id: p.contents for p in PassageReader(corpus, skip_bad=skip_bad) if p.id in ids}

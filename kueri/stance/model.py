@@ -1,0 +1,310 @@
+"""The shipped stance model: which object of a comparative topic a passage favours, if any.
+
+Two linear models over object-masked text (:mod:`kueri.stance.features`), stored together in
+``resources/models/stance-v1.npz`` (plain arrays and a JSON header, no pickle) and rebuilt by
+``scripts/train_stance.py``:
+
+* a **sentence** model, trained on CompSent-19 (web sentences naming two objects, labelled BETTER /
+  WORSE / NONE): TF-IDF of masked uni- and bigrams -> softmax; it reads every sentence of a passage that
+  names both objects, and says whether it ranks OBJ1 over OBJ2, the reverse, or neither;
+* a **passage** model, trained on the Touché 2022 stance training set (StackExchange answers labelled
+  FIRST / SECOND / NEUTRAL / NO): TF-IDF of the whole masked passage plus dense features (how often and
+  where each object is named, the sentence model's votes and VADER sentiment of the sentences naming
+  each object, aggregated over the passage) -> softmax.
+
+Both are made exactly symmetric in the objects: the probability of a text is averaged with that of the
+text with OBJ1 and OBJ2 exchanged, with the labels exchanged back (BETTER/WORSE, FIRST/SECOND). So
+swapping a topic's objects swaps FIRST and SECOND and changes nothing else.
+
+The decision is made for **retrieved web passages**, which differ from the training answers: an answer
+to "A or B?" nearly always takes a side (only 9 % NO), a retrieved passage that names A and B often just
+describes them (a product list, a news item). Three steps, in this order:
+
+1. a passage that names neither object cannot favour one: NO, without asking the model;
+2. **prior shift**: the probabilities, learnt at the training balance, are divided by the training priors
+   and multiplied by the target priors stored with the model (uniform: every class equally likely a
+   priori, the neutral choice for macro-F1 when the target balance is unknown; it lifts NO about 2.8x);
+3. **NEUTRAL gate**: NEUTRAL ("weighs both, no winner") needs at least one sentence naming both objects
+   that the web-trained sentence model finds comparative (P(BETTER) + P(WORSE)) at least as often as an
+   average CompSent-19 sentence does (its base rate, ~0.27). Otherwise the passage discusses both without
+   comparing them, which on the web is no stance: NEUTRAL's (shifted) probability goes to NO. On the
+   training answers, which discuss options in the abstract, this gate would be wrong (it is reported
+   separately by the training script); on retrieved passages it is what makes NO the usual label.
+
+The label is the class with the highest resulting score. Both knobs can be changed at run time
+(:meth:`StanceModel.with_decision`, ``kueri stance --priors/--neutral-gate``).
+
+Prediction is plain numpy; scikit-learn is needed only for training.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import tempfile
+import zipfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from pathlib import Path
+
+import numpy as np
+
+from kueri.errors import KueriError, SetupError
+from kueri.stance.features import (
+    DENSE_FEATURES,
+    OBJ1,
+    OBJ2,
+    MaskedPassage,
+    ObjectMatcher,
+    dense_features,
+    mask_passage,
+    ngrams,
+    sentence_sentiments,
+    swap_tokens,
+)
+
+MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
+DEFAULT_MODEL = MODEL_DIR / "stance-v1.npz"
+MODEL_FORMAT = 1
+#: Passage classes in the order of the model's rows; FIRST = pro the topic's first object.
+LABELS = ("FIRST", "SECOND", "NEUTRAL", "NO")
+#: Sentence classes (CompSent-19): BETTER = OBJ1 is better than OBJ2.
+SENTENCE_LABELS = ("BETTER", "WORSE", "NONE")
+# Exchanging the objects exchanges these rows.
+_PASSAGE_SWAP = [1, 0, 2, 3]
+_NEUTRAL, _NO = LABELS.index("NEUTRAL"), LABELS.index("NO")
+_SENTENCE_SWAP = [1, 0, 2]
+
+
+@dataclass(frozen=True)
+class TfidfBlock:
+    """Vocabulary and idf of a TF-IDF block (scikit-learn's sublinear tf, smooth idf, l2-normalised row)."""
+
+    vocabulary: list[str]
+    idf: np.ndarray
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.vocabulary) != len(self.idf):
+            raise ValueError("vocabulary and idf differ in length")
+        object.__setattr__(self, "_index", {term: i for i, term in enumerate(self.vocabulary)})
+
+    def transform(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(column ids, weights) of the known terms: the non-zero entries of the row (unknown terms dropped)."""
+        counts = Counter(terms)
+        ids = np.fromiter(map(self._index.get, counts.keys(), repeat(-1)), dtype=np.int64, count=len(counts))
+        tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+        known = ids >= 0
+        ids = ids[known]
+        weights = (1.0 + np.log(tf[known])) * self.idf[ids]
+        norm = math.sqrt(float(weights @ weights))
+        return ids, (weights / norm if norm > 0.0 else weights)
+
+
+@dataclass(frozen=True)
+class LinearSoftmax:
+    """A multinomial logistic regression over one TF-IDF block and (optionally) standardised dense features.
+
+    ``coef`` is classes x (vocabulary + dense); dense features enter as ``(x - mean) / scale``.
+    """
+
+    tfidf: TfidfBlock
+    coef: np.ndarray
+    intercept: np.ndarray
+    dense_mean: np.ndarray
+    dense_scale: np.ndarray
+
+    def __post_init__(self) -> None:
+        n_terms, n_dense = len(self.tfidf.vocabulary), len(self.dense_mean)
+        if self.coef.shape != (len(self.intercept), n_terms + n_dense) or len(self.dense_scale) != n_dense:
+            raise ValueError(f"inconsistent shapes: coef {self.coef.shape}, {len(self.intercept)} classes, "
+                             f"{n_terms} terms, {n_dense} dense features")
+
+    def probabilities(self, terms: Sequence[str], dense: Sequence[float] = ()) -> np.ndarray:
+        ids, weights = self.tfidf.transform(terms)
+        logits = self.intercept + self.coef[:, ids] @ weights
+        if len(self.dense_mean):
+            scaled = (np.asarray(dense, dtype=np.float64) - self.dense_mean) / self.dense_scale
+            logits = logits + self.coef[:, len(self.tfidf.vocabulary):] @ scaled
+        logits = logits - logits.max()
+        exp = np.exp(logits)
+        return exp / exp.sum()
+
+
+class StanceModel:
+    """The shipped stance model; :meth:`label` maps (passage text, first object, second object) to a label."""
+
+    def __init__(self, meta: Mapping[str, object], sentence: LinearSoftmax, passage: LinearSoftmax) -> None:
+        if meta.get("format") != MODEL_FORMAT:
+            raise SetupError(f"stance model format {meta.get('format')!r} is not {MODEL_FORMAT}: "
+                             "rebuild it with `python scripts/train_stance.py`")
+        if tuple(meta.get("dense_features", ())) != DENSE_FEATURES or tuple(meta.get("labels", ())) != LABELS:
+            raise SetupError("stance model was trained with other features or labels than kueri/stance computes: "
+                             "rebuild it with `python scripts/train_stance.py`")
+        self.meta = dict(meta)
+        self.sentence = sentence
+        self.passage = passage
+        train = np.asarray(meta["train_priors"], dtype=np.float64)
+        target = np.asarray(meta["target_priors"], dtype=np.float64)
+        if train.shape != (len(LABELS),) or target.shape != (len(LABELS),) or (train <= 0).any() or (target < 0).any():
+            raise SetupError("stance model priors are malformed: rebuild it with `python scripts/train_stance.py`")
+        self.train_priors, self.target_priors = train, target
+        self._shift = target / train
+        self.neutral_gate = float(meta.get("neutral_gate", 0.0))  # type: ignore[arg-type]
+
+    # -- files ---------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_MODEL) -> StanceModel:
+        path = Path(path)
+        if not path.is_file():
+            raise SetupError(f"stance model {path} not found: the repository ships resources/models/"
+                             f"{DEFAULT_MODEL.name}; rebuild it with `python scripts/train_stance.py`")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+            meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
+            parts = {
+                name: LinearSoftmax(
+                    TfidfBlock(_decode_strings(arrays[f"{name}_vocab"], arrays[f"{name}_offsets"]),
+                               arrays[f"{name}_idf"]),
+                    arrays[f"{name}_coef"], arrays[f"{name}_intercept"],
+                    arrays[f"{name}_dense_mean"], arrays[f"{name}_dense_scale"],
+                )
+                for name in ("sentence", "passage")
+            }
+            return cls(meta, parts["sentence"], parts["passage"])
+        except (KeyError, ValueError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+            raise SetupError(f"stance model {path} is unreadable ({exc}): rebuild it with "
+                             "`python scripts/train_stance.py`") from None
+
+    def save(self, path: str | Path) -> None:
+        """Write the model as an ``.npz`` whose bytes depend only on its contents (no timestamps)."""
+        arrays: dict[str, np.ndarray] = {
+            "meta": np.frombuffer(json.dumps(self.meta, sort_keys=True).encode("utf-8"), dtype=np.uint8),
+        }
+        for name, part in (("sentence", self.sentence), ("passage", self.passage)):
+            arrays[f"{name}_vocab"], arrays[f"{name}_offsets"] = _encode_strings(part.tfidf.vocabulary)
+            arrays[f"{name}_idf"] = part.tfidf.idf
+            arrays[f"{name}_coef"], arrays[f"{name}_intercept"] = part.coef, part.intercept
+            arrays[f"{name}_dense_mean"], arrays[f"{name}_dense_scale"] = part.dense_mean, part.dense_scale
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+            for name in sorted(arrays):
+                member = io.BytesIO()
+                np.lib.format.write_array(member, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, member.getvalue(), compresslevel=9)
+        _write_bytes_atomic(path, buffer.getvalue())
+
+    # -- prediction ----------------------------------------------------------------------------
+
+    def sentence_probabilities(self, masked: Sequence[str]) -> np.ndarray:
+        """P(BETTER, WORSE, NONE) of one masked sentence, symmetric in the objects."""
+        forward = self.sentence.probabilities(ngrams(masked))
+        backward = self.sentence.probabilities(ngrams(swap_tokens(masked)))
+        return (forward + backward[_SENTENCE_SWAP]) / 2.0
+
+    def sentence_votes(self, passage: MaskedPassage) -> list[np.ndarray | None]:
+        """P(BETTER, WORSE, NONE) of each sentence naming both objects, None for the others."""
+        return [self.sentence_probabilities(s) if OBJ1 in s and OBJ2 in s else None for s in passage.sentences]
+
+    def _one_way(self, passage: MaskedPassage, votes: Sequence[np.ndarray | None],
+                 sentiments: Sequence[float | None]) -> np.ndarray:
+        dense = dense_features(passage, votes, sentiments)
+        return self.passage.probabilities(ngrams(passage.tokens), dense)
+
+    def _analyse(self, passage: MaskedPassage) -> tuple[np.ndarray, float]:
+        """(P(FIRST, SECOND, NEUTRAL, NO) at the training priors, the strongest sentence comparison)."""
+        votes = self.sentence_votes(passage)
+        sentiments = sentence_sentiments(passage)  # the same both ways
+        # The sentence model is symmetric: the swapped passage's votes are the votes with BETTER/WORSE swapped.
+        swapped_votes = [v[_SENTENCE_SWAP] if v is not None else None for v in votes]
+        forward = self._one_way(passage, votes, sentiments)
+        backward = self._one_way(passage.swapped(), swapped_votes, sentiments)
+        comparative = max((float(v[0] + v[1]) for v in votes if v is not None), default=0.0)
+        return (forward + backward[_PASSAGE_SWAP]) / 2.0, comparative
+
+    def passage_probabilities(self, passage: MaskedPassage) -> np.ndarray:
+        """P(FIRST, SECOND, NEUTRAL, NO) at the training priors, symmetric in the objects."""
+        return self._analyse(passage)[0]
+
+    def probabilities(self, text: str, first: str, second: str) -> np.ndarray:
+        """P(FIRST, SECOND, NEUTRAL, NO) of a passage for a topic with objects ``first``, ``second``."""
+        return self.passage_probabilities(mask_passage(text, ObjectMatcher(first, second)))
+
+    def decide(self, probabilities: np.ndarray, comparative: float = 1.0) -> str:
+        """The label with the highest prior-shifted probability (ties: the earlier of :data:`LABELS`).
+
+        ``comparative``: how clearly the passage's best sentence compares the objects (P(BETTER) + P(WORSE)).
+        Below the model's ``neutral_gate`` NEUTRAL's probability goes to NO: on the web, a passage that
+        discusses both objects without comparing them takes no stance (see the module docstring).
+        """
+        shifted = np.asarray(probabilities, dtype=np.float64) * self._shift
+        if comparative < self.neutral_gate:
+            # After the shift: the passages that would be NEUTRAL become NO, no more and no fewer (moved
+            # before it, NEUTRAL's mass would be scaled up by NO's much larger factor).
+            shifted[_NO] += shifted[_NEUTRAL]
+            shifted[_NEUTRAL] = 0.0
+        return LABELS[int(np.argmax(shifted))]
+
+    def label_masked(self, passage: MaskedPassage) -> str:
+        tokens = passage.tokens
+        if OBJ1 not in tokens and OBJ2 not in tokens:
+            return "NO"  # names neither object: it cannot favour one
+        return self.decide(*self._analyse(passage))
+
+    def label(self, text: str, first: str, second: str) -> str:
+        """The stance of ``text`` towards the objects: FIRST, SECOND, NEUTRAL or NO."""
+        return self.label_masked(mask_passage(text, ObjectMatcher(first, second)))
+
+    def with_decision(self, target_priors: Sequence[float] | None = None,
+                      neutral_gate: float | None = None) -> StanceModel:
+        """The same model with other target priors (FIRST, SECOND, NEUTRAL, NO) and/or NEUTRAL gate."""
+        meta = dict(self.meta)
+        if target_priors is not None:
+            priors = [float(x) for x in target_priors]
+            if len(priors) != len(LABELS) or any(x < 0 for x in priors) or sum(priors) <= 0:
+                raise KueriError(f"stance priors must be {len(LABELS)} non-negative numbers (FIRST SECOND NEUTRAL "
+                                 f"NO), not {list(target_priors)}")
+            meta["target_priors"] = [x / sum(priors) for x in priors]
+        if neutral_gate is not None:
+            if not 0.0 <= neutral_gate <= 1.0:
+                raise KueriError(f"stance NEUTRAL gate must be in [0, 1], not {neutral_gate}")
+            meta["neutral_gate"] = float(neutral_gate)
+        return StanceModel(meta, self.sentence, self.passage)
+
+
+def _encode_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as one UTF-8 byte array plus offsets: exact for any character, and no pickle needed."""
+    encoded = [s.encode("utf-8") for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(b) for b in encoded])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def _decode_strings(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    raw = data.tobytes()
+    bounds = offsets.tolist()
+    return [raw[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """``data`` to ``path`` atomically: a crash never leaves half a model behind."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

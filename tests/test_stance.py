@@ -1,0 +1,217 @@
+"""The stance stage: object masking, the shipped model's label mapping, label_run, run files and the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+
+import numpy as np
+import pytest
+
+from kueri.errors import KueriError, SetupError
+from kueri.records import NO_STANCE, STANCES, Hit, Topic
+from kueri.runfile import read_run_with_tag, write_run
+from kueri.stance.cli import add_stance_parser
+from kueri.stance.features import OBJ1, OBJ2, ObjectMatcher, fold, mark_spans, mask_passage, sentences, tokens
+from kueri.stance.label import corpus_texts, label_run, needed_ids
+from kueri.stance.model import DEFAULT_MODEL, LABELS, StanceModel
+from tests.conftest import SAMPLE_CORPUS, SAMPLE_TOPICS
+
+SWAP = {"FIRST": "SECOND", "SECOND": "FIRST", "NEUTRAL": "NEUTRAL", "NO": "NO"}
+
+PRO_CATS = ("Cats are far better pets than dogs. Cats are cleaner, quieter and cheaper than dogs, "
+            "so I would always choose a cat over a dog.")
+BOTH_NEUTRAL = ("Cats and dogs are both great pets. Whether a cat is better than a dog depends on "
+                "your lifestyle: neither is better in general.")
+ONLY_CATS = "Cats are wonderful, clean and independent animals. I love my cat."
+NEITHER = "The museum opens at nine and closes at five. Tickets cost ten euros."
+
+
+@pytest.fixture(scope="module")
+def model() -> StanceModel:
+    return StanceModel.load()
+
+
+# -- object matching and masking ---------------------------------------------------------------------
+
+
+def test_fold_removes_plurals_and_possessives_but_not_verb_forms():
+    assert fold("cats") == fold("Cat") == "cat"
+    assert fold("Apple's") == fold("Apple’s") == fold("apple")
+    assert fold("PCs") == fold("PC") and fold("boxes") == "box" and fold("babies") == "baby"
+    assert fold("gas") == "gas"  # three letters keep their s
+    assert fold("training") != fold("train")  # no stemming: "training" is not the object "Train"
+
+
+def test_matcher_masks_objects_longest_first_and_short_forms():
+    matcher = ObjectMatcher("real Christmas tree", "fake Christmas tree")
+    masked = matcher.mask(tokens("A real Christmas tree beats fake trees; real ones smell."))
+    assert masked == ["a", OBJ1, "beats", OBJ2, "trees", OBJ1, "ones", "smell"]
+    ali = ObjectMatcher("Muhammad Ali", "Joe Frazier")
+    assert ali.mask(tokens("Ali beat Frazier, and Muhammad Ali won")) == [OBJ1, "beat", OBJ2, "and", OBJ1, "won"]
+
+
+def test_short_all_caps_objects_need_their_capitals():
+    matcher = ObjectMatcher("MAC", "PC")
+    assert matcher.mask(tokens("My Mac beats PCs but mac and cheese or a pc")) == [
+        "my", OBJ1, "beats", OBJ2, "but", "mac", "and", "cheese", "or", "a", "pc"]
+    assert ObjectMatcher("Python", "R").mask(tokens("R or Python, r")) == [OBJ2, "or", OBJ1, "r"]
+
+
+def test_passage_masking_splits_sentences_and_training_marks_spans():
+    passage = mask_passage("Cats purr. Dogs bark!\nBoth sleep.", ObjectMatcher("cats", "dogs"))
+    assert passage.sentences == [[OBJ1, "purr"], [OBJ2, "bark"], ["both", "sleep"]]
+    assert passage.swapped().sentences == [[OBJ2, "purr"], [OBJ1, "bark"], ["both", "sleep"]]
+    assert sentences("One. Two? Three") == ["One.", "Two?", "Three"]
+    marked = mark_spans("I refrigerate it, you freeze it.", [(2, 16, OBJ1), (22, 31, OBJ2)])
+    assert tokens(marked) == ["I", OBJ1, "you", OBJ2]
+
+
+# -- the model -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [PRO_CATS, BOTH_NEUTRAL, ONLY_CATS])
+def test_swapping_the_topics_objects_swaps_first_and_second_exactly(model, text):
+    forward = model.probabilities(text, "cats", "dogs")
+    backward = model.probabilities(text, "dogs", "cats")
+    assert np.allclose(forward, backward[[1, 0, 2, 3]], atol=1e-12)
+    assert model.label(text, "dogs", "cats") == SWAP[model.label(text, "cats", "dogs")]
+
+
+def test_a_clear_comparison_favours_the_winner_by_its_position_in_objects(model):
+    assert model.label(PRO_CATS, "cats", "dogs") == "FIRST"
+    assert model.label(PRO_CATS, "dogs", "cats") == "SECOND"
+
+
+def test_passages_naming_one_both_or_neither_object(model):
+    assert model.label(NEITHER, "cats", "dogs") == "NO"  # cannot favour an object it never names
+    assert model.label(ONLY_CATS, "cats", "dogs") in STANCES
+    # NEUTRAL needs a sentence comparing both objects: with one object named, it is never NEUTRAL.
+    assert model.label(ONLY_CATS, "cats", "dogs") != "NEUTRAL"
+    assert model.label(BOTH_NEUTRAL, "cats", "dogs") in STANCES
+    probabilities = model.probabilities(BOTH_NEUTRAL, "cats", "dogs")
+    assert probabilities.shape == (4,) and abs(probabilities.sum() - 1) < 1e-9
+
+
+def test_decision_priors_and_gate(model):
+    p = np.array([0.2, 0.2, 0.4, 0.2])
+    unshifted = model.with_decision(target_priors=model.train_priors, neutral_gate=0.0)
+    assert unshifted.decide(p, comparative=0.0) == "NEUTRAL"
+    gated = unshifted.with_decision(neutral_gate=0.5)
+    assert gated.decide(p, comparative=0.1) == "NO"  # no comparing sentence: NEUTRAL's mass goes to NO
+    assert gated.decide(p, comparative=0.6) == "NEUTRAL"
+    # The shipped priors are uniform: dividing by the training priors (9 % NO) favours NO.
+    assert model.with_decision(neutral_gate=0.0).decide(np.array([0.3, 0.3, 0.28, 0.12])) == "NO"
+    assert model.with_decision(target_priors=[1, 0, 0, 0]).decide(p) == "FIRST"
+    with pytest.raises(KueriError, match="priors"):
+        model.with_decision(target_priors=[1, 2, 3])
+
+
+def test_missing_or_broken_model_says_how_to_rebuild(tmp_path):
+    with pytest.raises(SetupError, match="scripts/train_stance.py") as missing:
+        StanceModel.load(tmp_path / "stance-v1.npz")
+    assert "not found" in str(missing.value)
+    broken = tmp_path / "broken.npz"
+    broken.write_bytes(b"not a zip")
+    with pytest.raises(SetupError, match="train_stance.py"):
+        StanceModel.load(broken)
+    with pytest.raises(SetupError, match="train_stance.py"):
+        label_run({"1": [Hit("d", 1.0)]}, [Topic("1", "t", ("a", "b"))], {"d": "a b"}, model=tmp_path / "x.npz")
+
+
+def test_saved_model_is_byte_identical_and_reloads(model, tmp_path):
+    model.save(tmp_path / "copy.npz")
+    assert (tmp_path / "copy.npz").read_bytes() == DEFAULT_MODEL.read_bytes()
+    assert DEFAULT_MODEL.stat().st_size < 10_000_000
+    assert StanceModel.load(tmp_path / "copy.npz").label(PRO_CATS, "cats", "dogs") == "FIRST"
+
+
+# -- label_run and run files ---------------------------------------------------------------------------
+
+
+def test_label_run_labels_the_top_hits_and_keeps_everything_else(model, tmp_path):
+    topics = [Topic("17", "Do you prefer cats or dogs, and why?", ("cats", "dogs")),
+              Topic("18", "Dogs or cats?", ("dogs", "cats"))]
+    texts = {"a": PRO_CATS, "b": NEITHER, "c": ONLY_CATS}
+    run = {"17": [Hit("a", 3.0), Hit("b", 2.0), Hit("c", 1.0)], "18": [Hit("a", 5.0, "NEUTRAL"), Hit("c", 4.0)]}
+    labelled = label_run(run, topics, texts, depth=2, model=model)
+    assert [h.stance for h in labelled["17"]] == ["FIRST", "NO", NO_STANCE]  # below depth: as given
+    assert labelled["18"][0].stance == "SECOND"  # same passage, objects the other way round
+    for qid in run:
+        assert [(h.doc, h.score) for h in labelled[qid]] == [(h.doc, h.score) for h in run[qid]]
+    assert [h.stance for h in label_run(run, topics, texts, depth=0, model=model)["17"]][2] in STANCES
+    # Round trip through a run file: the stance column is written and read back.
+    write_run(labelled, tmp_path / "run.txt", "tag")
+    back, tag = read_run_with_tag(tmp_path / "run.txt")
+    assert tag == "tag" and back == labelled
+
+
+def test_label_run_errors(model):
+    topics = [Topic("1", "a or b?", ("a", "b"))]
+    with pytest.raises(KueriError, match="topic 2"):
+        label_run({"2": [Hit("x", 1.0)]}, topics, {"x": "a"}, model=model)
+    with pytest.raises(KueriError, match="no text"):
+        label_run({"1": [Hit("x", 1.0)]}, topics, {}, model=model)
+
+
+# -- the CLI on the shipped sample ---------------------------------------------------------------------
+
+
+def _stance_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="kueri")
+    add_stance_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+@pytest.fixture(scope="module")
+def sample_run(index_factory, tmp_path_factory):
+    """The default configuration's run on the shipped sample, and the index it came from."""
+    from kueri.config import get_config
+    from kueri.parse import read_topics
+    from kueri.pipeline import search_run
+
+    config = get_config("default")
+    index = index_factory(config.analyzer)
+    run = search_run(index, config, read_topics(SAMPLE_TOPICS))
+    path = tmp_path_factory.mktemp("stance") / "run.txt"
+    write_run(run, path, config.run_tag)
+    return path, index
+
+
+def test_cli_labels_the_sample_run_from_the_index_and_from_the_corpus(sample_run, tmp_path):
+    path, index = sample_run
+    out_index, out_corpus = tmp_path / "by-index.txt", tmp_path / "by-corpus.txt"
+    assert _stance_cli(["stance", str(path), "--index", str(index.path), "--topics", str(SAMPLE_TOPICS),
+                        "--output", str(out_index), "--depth", "5"]) == 0
+    assert _stance_cli(["stance", str(path), "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
+                        "--output", str(out_corpus), "--depth", "5"]) == 0
+    original, tag = read_run_with_tag(path)
+    labelled, labelled_tag = read_run_with_tag(out_index)
+    assert out_index.read_bytes() == out_corpus.read_bytes()
+    assert labelled_tag == tag and labelled.keys() == original.keys()
+    seen = set()
+    for qid, hits in labelled.items():
+        assert [(h.doc, h.score) for h in hits] == [(h.doc, h.score) for h in original[qid]]
+        assert all(h.stance in STANCES for h in hits[:5]) and all(h.stance == NO_STANCE for h in hits[5:])
+        seen.update(h.stance for h in hits[:5])
+    assert len(seen) >= 3  # real labels, not one constant
+
+
+def test_cli_errors(sample_run, tmp_path):
+    path, _ = sample_run
+    with pytest.raises(KueriError, match="--depth"):
+        _stance_cli(["stance", str(path), "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
+                     "--output", str(tmp_path / "o.txt"), "--depth", "-1"])
+    with pytest.raises(SetupError, match="train_stance.py"):
+        _stance_cli(["stance", str(path), "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
+                     "--output", str(tmp_path / "o.txt"), "--model", str(tmp_path / "missing.npz")])
+    assert not (tmp_path / "o.txt").exists()
+
+
+def test_corpus_texts_reads_only_the_needed_passages(tmp_path):
+    shutil.copy(SAMPLE_CORPUS, tmp_path / "passages.jsonl.gz")
+    run = {"1": [Hit("clueweb12-0907wb-60-03588___2", 1.0), Hit("nope", 0.5)]}
+    texts = corpus_texts(tmp_path / "passages.jsonl.gz", needed_ids(run, depth=1))
+    assert list(texts) == ["clueweb12-0907wb-60-03588___2"] and texts["clueweb12-0907wb-60-03588___2"]
+    assert LABELS == STANCES
