@@ -1,0 +1,208 @@
+"""kueri.shards: the parallel build and joined shards give the index one writer gives, on real Lucene."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from itertools import islice
+from pathlib import Path
+
+import pytest
+
+from kueri.analyze import AnalyzerConfig
+from kueri.config import get_config
+from kueri.errors import KueriError
+from kueri.feedback import FeedbackConfig, feedback_run
+from kueri.index import MANIFEST, DocumentWriter, LuceneIndex, build_index, open_writer
+from kueri.jvm import lucene
+from kueri.parse import PassageReader
+from kueri.pipeline import search_run
+from kueri.records import Passage
+from kueri.shards import build_shard, merge_indexes, open_shards, resolve_workers
+from tests.conftest import ROOT, SAMPLE_CORPUS
+
+V2 = AnalyzerConfig("kueristopv2")
+
+
+def check_index(path: Path) -> None:
+    L = lucene()
+    checker = L.autoclass("org.apache.lucene.index.CheckIndex")(L.FSDirectory.open(L.File(str(path)).toPath()))
+    try:
+        assert checker.checkIndex().clean
+    finally:
+        checker.close()
+
+
+def runs(index: LuceneIndex, topics) -> dict:
+    """Rankings that exercise both fields, the objects filter and RF (term vectors)."""
+    result = {row: search_run(index, get_config(row), topics) for row in ("row-07", "row-10", "row-11")}
+    result["rf"] = feedback_run(index, FeedbackConfig(missing="skip"))
+    return result
+
+
+def live_workers(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"kueri.shards" in command and str(parent).encode() in command:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def parallel_index(tmp_path_factory):
+    """The sample indexed by 2 worker processes in 4 chunks of 700 passages."""
+    target = tmp_path_factory.mktemp("parallel") / "idx"
+    reader = PassageReader(SAMPLE_CORPUS)
+    stats = build_index(reader, target, V2, progress=False, workers=2, chunk_passages=700,
+                        metadata={"read": lambda: reader.stats.read})
+    index = LuceneIndex(target)
+    yield stats, index
+    index.close()
+
+
+def test_parallel_build_is_the_sequential_index(parallel_index, index_factory, topics):
+    stats, index = parallel_index
+    sequential = index_factory(V2)  # the sample fits in one chunk: built by one writer
+    assert sequential.manifest.get("build") is None
+    assert index.manifest["build"] == {"workers": 2, "shards": 4, "chunk_passages": 700}
+    assert stats.indexed == index.manifest["indexed"] == index.manifest["read"] == 2607
+    assert index.ids == sequential.ids and index.reader.maxDoc() == 2607
+    assert index.reader.leaves().size() == 4  # one segment per chunk, joined in chunk order
+    check_index(index.path)
+    stored, expected = index.reader.storedFields(), sequential.reader.storedFields()
+    vectors, expected_vectors = index.reader.termVectors(), sequential.reader.termVectors()
+    for docid in (0, 699, 700, 1400, 2606):
+        assert stored.document(docid).get("id") == expected.document(docid).get("id") == index.ids[docid]
+        assert stored.document(docid).get("contents") == expected.document(docid).get("contents")
+        assert vectors.get(docid, "contents").size() == expected_vectors.get(docid, "contents").size()
+    # identical rankings: every score and every tie (tie order = corpus order)
+    assert runs(index, topics) == runs(sequential, topics)
+    assert not (index.path.parent / "idx.partial").exists()
+
+
+def test_shards_joined_or_searched_as_one(tmp_path, index_factory, topics):
+    passages = list(PassageReader(SAMPLE_CORPUS))
+    parts = [passages[:1000], passages[1000:1001], passages[1001:]]
+    shards = [tmp_path / f"shard-{i}" for i in range(len(parts))]
+    for number, (part, shard) in enumerate(zip(parts, shards, strict=True)):
+        assert build_shard(part, shard, V2, number=number).indexed == len(part)
+    expected = runs(index_factory(V2), topics)
+    with open_shards(shards) as multi:  # a MultiReader over the shards, nothing joined
+        assert len(multi) == 2607 and multi.docid(passages[1000].id) == 1000
+        assert runs(multi, topics) == expected
+    merged = merge_indexes(shards, tmp_path / "merged")
+    assert merged.indexed == 2607
+    with LuceneIndex(tmp_path / "merged") as index:
+        assert index.ids == [p.id for p in passages]
+        assert runs(index, topics) == expected
+    assert all((shard / MANIFEST).is_file() for shard in shards)  # merge_indexes copies
+    with pytest.raises(KueriError, match="more than one shard"):
+        merge_indexes([shards[0], shards[0]], tmp_path / "twice")
+
+
+def write_corpus(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def good(i: int) -> str:
+    return json.dumps({"id": f"p___{i}", "contents": f"passage {i} about laptops and word{i % 97}"})
+
+
+def test_parallel_build_reports_bad_lines_like_the_reader(tmp_path):
+    lines = [good(i) for i in range(3000)]
+    lines[2500] = '{"id": "broken"'
+    corpus = write_corpus(tmp_path / "bad.jsonl", lines)
+    target = tmp_path / "idx"
+    with pytest.raises(KueriError, match=r"bad\.jsonl:2501: malformed JSON"):
+        build_index(PassageReader(corpus), target, AnalyzerConfig(), progress=False, workers=2, chunk_passages=600)
+    assert not target.exists() and not (tmp_path / "idx.partial").exists()
+    assert live_workers(os.getpid()) == []
+
+    # skip_bad: a duplicate in a later chunk, an empty passage and the broken line are skipped
+    lines[2900] = good(10)
+    lines[1700] = json.dumps({"id": "empty___1", "contents": "  "})
+    corpus = write_corpus(tmp_path / "bad.jsonl", lines)
+    reference, parallel = PassageReader(corpus, skip_bad=True), PassageReader(corpus, skip_bad=True)
+    expected = [p.id for p in reference]
+    stats = build_index(parallel, target, AnalyzerConfig(), progress=False, workers=2, chunk_passages=600)
+    assert stats.indexed == len(expected) == 2997
+    assert parallel.stats == reference.stats and parallel.problems == reference.problems
+    with LuceneIndex(target) as index:
+        assert index.ids == expected and index.manifest["build"]["shards"] == 5
+
+
+def test_killed_parallel_build_leaves_no_worker_and_no_index(tmp_path):
+    corpus = write_corpus(tmp_path / "big.jsonl", [good(i) for i in range(60_000)])
+    target = tmp_path / "idx"
+    script = (
+        "import sys\nfrom kueri.analyze import AnalyzerConfig\nfrom kueri.index import build_index\n"
+        "from kueri.parse import PassageReader\n"
+        f"build_index(PassageReader({str(corpus)!r}), {str(target)!r}, AnalyzerConfig(), progress=False,"
+        " workers=2, chunk_passages=2000)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while len(live_workers(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert len(live_workers(proc.pid)) == 2, "the workers never started"
+    time.sleep(1.0)  # let them index a little
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while live_workers(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live_workers(proc.pid) == []  # PR_SET_PDEATHSIG: they died with the parent
+    assert not (target / MANIFEST).exists()
+    with pytest.raises(KueriError):
+        LuceneIndex(target)
+
+
+def test_an_empty_expansion_field_is_left_out_with_the_same_scores(tmp_path, topics):
+    """Passages without a DocT5Query expansion get no docT5Query field instead of an empty one."""
+    passages = [Passage(p.id, p.contents, f"query about {p.contents.split()[0]}" if i % 3 else "")
+                for i, p in enumerate(islice(PassageReader(SAMPLE_CORPUS), 600))]
+    config = AnalyzerConfig()
+    build_index(passages, tmp_path / "new", config, progress=False, workers=1)
+    # the former way: every document has the field, empty or not
+    old_style = tmp_path / "old-style"
+    old_style.mkdir()
+    writer = open_writer(old_style, config)
+    documents = DocumentWriter(writer)
+    for passage in passages:
+        documents.id_field.setStringValue(passage.id)
+        documents.contents_field.setStringValue(passage.contents)
+        documents.query_field.setStringValue(passage.doct5query)
+        writer.addDocument(documents.expanded)
+    writer.commit()
+    writer.close()
+    for name in ("ids.txt", MANIFEST):
+        (old_style / name).write_text((tmp_path / "new" / name).read_text())
+    with LuceneIndex(tmp_path / "new") as new, LuceneIndex(old_style) as old:
+        for field in ("contents", "docT5Query"):
+            assert new.reader.getSumTotalTermFreq(field) == old.reader.getSumTotalTermFreq(field)
+            documents_with_field = 600 if field == "contents" else 400
+            assert new.reader.getDocCount(field) == old.reader.getDocCount(field) == documents_with_field
+        for row in ("row-01", "row-11", "row-13"):
+            config_row = get_config(row).with_changes(analyzer=config)
+            assert search_run(new, config_row, topics) == search_run(old, config_row, topics)
+
+
+def test_worker_count(monkeypatch):
+    monkeypatch.setenv("KUERI_WORKERS", "3")
+    assert resolve_workers() == 3 and resolve_workers(1) == 1
+    monkeypatch.setenv("KUERI_WORKERS", "many")
+    with pytest.raises(KueriError, match="KUERI_WORKERS"):
+        resolve_workers()
+    monkeypatch.delenv("KUERI_WORKERS")
+    assert resolve_workers() == min(2, os.cpu_count() or 1)
+    with pytest.raises(KueriError):
+        resolve_workers(0)
