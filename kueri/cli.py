@@ -58,6 +58,10 @@ def _quality_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quality", help="quality rerank source, overriding the configuration's: offline, debater, "
                         "a 'passage_id<TAB>score' file, or none")
     parser.add_argument("--stance-depth", type=int, help="label the stance of the top N hits per topic (0: none)")
+    parser.add_argument("--second-stage", metavar="MODEL",
+                        help="learned reranker of the top hits, overriding the configuration's: second-stage-v1, "
+                        "second-stage-lexical-v1, a model file, or none")
+    parser.add_argument("--second-stage-depth", type=int, metavar="N", help="hits per topic the second stage reranks")
 
 
 def _config_from_args(args: argparse.Namespace):  # -> RunConfig
@@ -109,6 +113,11 @@ def _config_from_args(args: argparse.Namespace):  # -> RunConfig
     quality = getattr(args, "quality", None)
     if quality:
         changes["rerank"] = None if quality == "none" else quality
+    second = getattr(args, "second_stage", None)
+    if second:
+        changes["second_stage"] = None if second == "none" else second
+    if getattr(args, "second_stage_depth", None) is not None:
+        changes["second_stage_depth"] = args.second_stage_depth
     return config.with_changes(**changes) if changes else config
 
 

@@ -24,7 +24,8 @@ class RunConfig:
     """Everything that decides a run: analysis, ranking, filter, feedback, fusion, rerank, tag.
 
     The stages run in this order: retrieval (``fuse`` of other named configurations, else relevance
-    ``feedback``, else the title search), then quality ``rerank``, then ``stance`` labels.
+    ``feedback``, else the title search), then the learned ``second_stage`` (which weighs argument
+    quality itself), then quality ``rerank``, then ``stance`` labels.
     """
 
     name: str
@@ -38,6 +39,8 @@ class RunConfig:
     fuse: tuple[str, ...] = ()  # names of configurations whose runs are fused by RRF
     fuse_k: float = 30.0
     rerank: str | None = None  # quality source: "offline" (the local model), "debater" (the team's scores), a file
+    second_stage: str | None = None  # learned reranker of the top hits: a shipped model name or a model file
+    second_stage_depth: int | None = None  # hits per topic it reranks (None: the depth the model was trained at)
     stance_depth: int | None = None  # label the stance of the top N hits of each topic (None: Q0, as the original)
     tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
     paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
@@ -132,19 +135,31 @@ TABLE1_COMPOSITE_ROWS = [
 ]
 TABLE1 = [*TABLE1_SEARCH_ROWS, *TABLE1_COMPOSITE_ROWS]
 
-#: The best automatic configuration available: Table 1 row 15 (Porter + kueristopv2 + BM25) reranked by
-#: the offline argument-quality model (row 20 with local scores instead of the team's Debater file).
-DEFAULT = RunConfig(
-    name="default",
-    description="best automatic configuration: kueristopv2 + Porter, BM25, title query, offline quality rerank, "
-    "stance of every hit",
+#: Table 1 row 15 (Porter + kueristopv2 + BM25) reranked by the offline argument-quality model: row 20
+#: with local scores instead of the team's Debater file (the default before the second stage).
+QUALITY_RERANK = RunConfig(
+    name="quality-rerank",
+    description="kueristopv2 + Porter, BM25, title query, offline quality rerank, stance of every hit",
     analyzer=_PORTER_V2,
     rerank="offline",
     stance_depth=1000,  # every hit: labelling runs at about 2,300 passages/s
-    tag="kueri_default",
+    tag="kueri_quality_rerank",
 )
+#: The learned second stage over row 15's top hits (kueri.second_stage): BM25 of the title, the objects
+#: and comparative cues, offline argument quality, comparative-question text features and, in
+#: ``auto-neural``, the MiniLM similarity of title and passage; trained on the 2020/2021 judgments only.
+AUTO_NEURAL = replace(QUALITY_RERANK, name="auto-neural", rerank=None, second_stage="second-stage-v1",
+                      description="row 15, then the learned second stage with MiniLM title-passage similarity, "
+                      "stance of every hit", tag="kueri_auto_neural")
+AUTO_LEXICAL = replace(AUTO_NEURAL, name="auto-lexical", second_stage="second-stage-lexical-v1",
+                       description="row 15, then the learned second stage without the neural feature (numpy only), "
+                       "stance of every hit", tag="kueri_auto_lexical")
+#: The best automatic configuration available (title and objects only, no judgments, no network): what
+#: my-software.sh runs.
+DEFAULT = replace(AUTO_NEURAL, name="default", description=f"best automatic configuration: {AUTO_NEURAL.description}",
+                  tag="kueri_default")
 
-CONFIGS: dict[str, RunConfig] = {c.name: c for c in [DEFAULT, *TABLE1]}
+CONFIGS: dict[str, RunConfig] = {c.name: c for c in [DEFAULT, AUTO_NEURAL, AUTO_LEXICAL, QUALITY_RERANK, *TABLE1]}
 CONFIGS["baseline"] = RunConfig(
     name="baseline", description="the original's BaselineAnalyzer (lucene stoplist), BM25",
     analyzer=_stop("lucene"), tag="kueri_baseline",

@@ -175,6 +175,8 @@ class Pipeline:
             config = self.adapt(config)
         if config not in self._runs:
             run = self._retrieve(config)
+            if config.second_stage:
+                run = self._second_stage(run, config)
             if config.rerank:
                 ids = {hit.doc for hits in run.values() for hit in hits}
                 run = rerank(run, quality_scores_for(config.rerank, self.corpus, ids, skip_bad=self.skip_bad))
@@ -183,6 +185,20 @@ class Pipeline:
             validate_run(run, self.topics, config.hits)
             self._runs[config] = run
         return self._runs[config]
+
+    def _second_stage(self, run: Run, config: RunConfig) -> Run:
+        from kueri.second_stage import SecondStageModel, second_stage
+
+        model = SecondStageModel.load(config.second_stage)
+        encoder = None
+        if model.uses_dense:  # embeddings are the costly part: keep them for the next run in the work folder
+            from kueri.second_stage.dense import DenseEncoder, EmbeddingCache
+
+            encoder = EmbeddingCache(DenseEncoder().encode, self.workdir / "embeddings-minilm-int8.npz")
+        # Texts and the extra queries come from the index the run was searched on (its analyzer).
+        index = self.index(config.analyzer)
+        return second_stage(run, self.topics, index, depth=config.second_stage_depth, model=model,
+                            progress=self.progress, encoder=encoder)
 
     def _label_stance(self, run: Run, depth: int) -> Run:
         from kueri.stance import StanceModel, index_texts, label_run

@@ -51,6 +51,11 @@ def test_my_software_on_the_sample_writes_a_valid_run_for_50_topics(tmp_path, wo
     per_topic = check_touche_run(out / "run.txt", {t.number for t in topics})
     assert len(per_topic) == 50
     assert "indexed 2607" in result.stderr and "read 2607 passages" in result.stderr
+    # the default (row 15 + the learned second stage), pinned like the Table 1 rows
+    scores = run([sys.executable, "-m", "kueri", "evaluate", str(out / "run.txt"), "--qrels", str(QRELS), "--json"])
+    assert scores.returncode == 0, scores.stderr
+    result_json = json.loads(scores.stdout.splitlines()[0])
+    assert (result_json["topics"], round(result_json["nDCG@5"], 4)) == (50, 0.6042)
     # the same corpus and configuration again: the index is reused, the run identical
     again = run([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(tmp_path / "again"), "-w", str(workdir)])
     assert again.returncode == 0 and "reusing index" in again.stderr

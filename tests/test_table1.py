@@ -86,11 +86,20 @@ def test_all_java_reference_rows_are_present():
     assert expected == JAVA_ROWS
 
 
-def test_default_configuration_on_the_sample(pipeline, qrels):
-    """What my-software.sh runs: automatic (no judgments, no network), pinned like the rows."""
+def test_quality_rerank_configuration_on_the_sample(pipeline, qrels):
+    """Row 15 reranked by the offline quality model: automatic, pinned like the rows."""
     from kueri.config import get_config
 
-    config = get_config("default")
+    config = get_config("quality-rerank")
     assert not config.manual and config.rerank == "offline"
     result = evaluate_run(pipeline.run(config), qrels)
     assert (result["topics"], round(result["nDCG@5"], 4)) == (50, 0.5209)
+
+
+def test_the_default_configuration_is_automatic():
+    """What my-software.sh runs uses the title and objects only: no judgments, no fused manual run."""
+    from kueri.config import get_config
+
+    config = get_config("default")
+    assert not config.manual and config.feedback is None and not config.fuse
+    assert config.second_stage == "second-stage-v1" and config.stance_depth

@@ -70,8 +70,10 @@ class DenseEncoder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
         options.inter_op_num_threads = 1
+        # A GPU when onnxruntime-gpu is installed and finds one; the CPU otherwise (and always as the fallback).
+        providers = [p for p in ("CUDAExecutionProvider",) if p in onnxruntime.get_available_providers()]
         self.session: Any = onnxruntime.InferenceSession(str(model_path), options,
-                                                         providers=["CPUExecutionProvider"])
+                                                         providers=[*providers, "CPUExecutionProvider"])
         self._inputs = {i.name for i in self.session.get_inputs()}
 
     def encode(self, texts: list[str]) -> np.ndarray:
