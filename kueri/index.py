@@ -354,6 +354,17 @@ class LuceneIndex:
         stored = self.reader.storedFields()
         return [stored.document(docid).get(CONTENTS_FIELD) for docid in docids]
 
+    def contents_of(self, passage_ids: Iterable[str], stage: str) -> list[str]:
+        """The stored ``contents`` of passages by id; a passage not in the index is an error naming ``stage``."""
+        docids = []
+        for pid in passage_ids:
+            docid = self.docid(pid)
+            if docid is None:
+                raise KueriError(f"{stage}: passage {pid} is not in the index {self.path} (is the run from another "
+                                 "corpus?)")
+            docids.append(docid)
+        return self.contents(docids)
+
     def close(self) -> None:
         self.reader.close()
 

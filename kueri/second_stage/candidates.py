@@ -138,14 +138,7 @@ def collect(
     pids = sorted({hit.doc for hits in heads.values() for hit in hits})
 
     start = time.perf_counter()
-    docids = []
-    for pid in pids:
-        docid = index.docid(pid)
-        if docid is None:
-            raise KueriError(f"second stage: passage {pid} is not in the index {index.path} (is the run from "
-                             "another corpus?)")
-        docids.append(docid)
-    text_of = dict(zip(pids, (t or "" for t in index.contents(docids)), strict=True))
+    text_of = dict(zip(pids, (t or "" for t in index.contents_of(pids, "second stage")), strict=True))
     times.texts += time.perf_counter() - start
 
     start = time.perf_counter()

@@ -112,14 +112,7 @@ def index_texts(index: LuceneIndex) -> Callable[[Sequence[str]], Sequence[str]]:
     """Texts from an open :class:`~kueri.index.LuceneIndex` (its stored ``contents``)."""
 
     def lookup(ids: Sequence[str]) -> Sequence[str]:
-        docids = []
-        for pid in ids:
-            docid = index.docid(pid)
-            if docid is None:
-                raise KueriError(f"stance: passage {pid} is not in the index {index.path} "
-                                 "(is the run from another corpus?)")
-            docids.append(docid)
-        return index.contents(docids)
+        return index.contents_of(ids, "stance")
 
     return lookup
 
