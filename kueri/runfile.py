@@ -17,19 +17,17 @@ Public API:
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import gzip
 import io
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from decimal import ROUND_HALF_UP, Context, Decimal
 from pathlib import Path
 from typing import IO, NamedTuple
 
 from kueri.errors import KueriError
+from kueri.files import atomic_writer
 from kueri.records import NO_STANCE, STANCES, Hit, Run
 
 StrPath = str | os.PathLike[str]
@@ -102,14 +100,6 @@ def _write_text(binary: IO[bytes], lines: Iterable[str]) -> int:
     return count
 
 
-@functools.cache
-def _umask() -> int:
-    # The only way to read the umask is to set it; do that once (it is process-wide state).
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_lines_atomic(path: StrPath, lines: Iterable[str]) -> int:
     """Write ``lines`` to ``path`` atomically; return how many were written.
 
@@ -122,26 +112,13 @@ def write_lines_atomic(path: StrPath, lines: Iterable[str]) -> int:
     directory = target.parent
     if not directory.is_dir():
         raise KueriError(f"{target}: folder {directory} does not exist")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    count = 0
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if target.suffix == ".gz":
-                # mtime=0: the same run gives the same bytes; closing it writes the gzip trailer
-                # but leaves ``raw`` open for the fsync.
-                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as compressed:
-                    count = _write_text(compressed, lines)
-            else:
-                count = _write_text(raw, lines)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600 files; use the usual mode
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    return count
+    with atomic_writer(target) as raw:
+        if target.suffix == ".gz":
+            # mtime=0: the same run gives the same bytes; closing it writes the gzip trailer
+            # but leaves ``raw`` open for the fsync.
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as compressed:
+                return _write_text(compressed, lines)
+        return _write_text(raw, lines)
 
 
 def write_run(run: Run, path: StrPath, tag: str) -> int:

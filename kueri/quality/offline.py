@@ -23,9 +23,7 @@ import json
 import math
 import multiprocessing
 import multiprocessing.pool
-import os
 import sys
-import tempfile
 import time
 import zipfile
 from collections import Counter, deque
@@ -37,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from kueri.errors import KueriError, SetupError
+from kueri.files import pack_strings, unpack_strings, write_bytes_atomic
 from kueri.parse.passages import PassageReader
 from kueri.quality.features import CHAR_NGRAM_RANGE, TEXT_FEATURES, char_ngrams, model_text, text_features, word_tokens
 from kueri.quality.rerank import as_java_float, read_quality_scores
@@ -50,18 +49,8 @@ SCORE_RANGE = (0.0, 1.0)
 _CHUNK = 500  # passages per task when scoring in several processes
 
 
-def _encode_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Strings as one UTF-8 byte array plus offsets: exact (any character), and no pickle needed."""
-    encoded = [s.encode("utf-8") for s in strings]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(b) for b in encoded])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
-def _decode_strings(data: np.ndarray, offsets: np.ndarray) -> list[str]:
-    raw = data.tobytes()
-    bounds = offsets.tolist()
-    return [raw[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 @dataclass(frozen=True)
@@ -128,7 +117,7 @@ class OfflineQualityModel:
                 arrays = {name: data[name] for name in data.files}
             meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
             blocks = {
-                name: TfidfBlock(_decode_strings(arrays[f"{name}_vocab"], arrays[f"{name}_offsets"]),
+                name: TfidfBlock(unpack_strings(arrays[f"{name}_vocab"], arrays[f"{name}_offsets"]),
                                  arrays[f"{name}_idf"], arrays[f"{name}_coef"])
                 for name in ("char", "word")
             }
@@ -146,7 +135,7 @@ class OfflineQualityModel:
             "feature_coef": self.feature_coef, "intercept": np.array([self.intercept]),
         }
         for name, block in (("char", self.char), ("word", self.word)):
-            arrays[f"{name}_vocab"], arrays[f"{name}_offsets"] = _encode_strings(block.vocabulary)
+            arrays[f"{name}_vocab"], arrays[f"{name}_offsets"] = pack_strings(block.vocabulary)
             arrays[f"{name}_idf"], arrays[f"{name}_coef"] = block.idf, block.coef
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
@@ -156,7 +145,7 @@ class OfflineQualityModel:
                 info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 archive.writestr(info, member.getvalue(), compresslevel=9)
-        _write_bytes_atomic(path, buffer.getvalue())
+        write_bytes_atomic(path, buffer.getvalue())
 
     # -- prediction ----------------------------------------------------------------------------
 
@@ -171,20 +160,6 @@ class OfflineQualityModel:
         return min(high, max(low, self.raw_score(contents)))
 
 
-def _write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """``data`` to ``path`` atomically (the model file: a crash never leaves half a model)."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def spearman(a: Iterable[float], b: Iterable[float]) -> float:

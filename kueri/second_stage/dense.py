@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from kueri.errors import SetupError
+from kueri.files import atomic_writer
 from kueri.second_stage.wordpiece import WordPieceTokenizer
 
 MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
@@ -136,12 +136,6 @@ class EmbeddingCache:
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".npz", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                digests = np.array(list(self.vectors), dtype="S20")
-                np.savez(out, digests=digests, vectors=np.stack(list(self.vectors.values())).astype(np.float32))
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_writer(self.path) as out:
+            digests = np.array(list(self.vectors), dtype="S20")
+            np.savez(out, digests=digests, vectors=np.stack(list(self.vectors.values())).astype(np.float32))

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from kueri.errors import SetupError
+from kueri.files import write_bytes_atomic
 from kueri.second_stage.features import DENSE_FEATURES, FEATURES
 
 MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
@@ -86,15 +85,7 @@ class SecondStageModel:
         text = json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_bytes_atomic(target, text.encode("utf-8"))
 
     @classmethod
     def load(cls, path: str | Path = DEFAULT_MODEL) -> SecondStageModel:

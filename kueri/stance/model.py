@@ -42,8 +42,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
-import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -54,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from kueri.errors import KueriError, SetupError
+from kueri.files import pack_strings, unpack_strings, write_bytes_atomic
 from kueri.stance.features import (
     DENSE_FEATURES,
     OBJ1,
@@ -170,7 +169,7 @@ class StanceModel:
             meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
             parts = {
                 name: LinearSoftmax(
-                    TfidfBlock(_decode_strings(arrays[f"{name}_vocab"], arrays[f"{name}_offsets"]),
+                    TfidfBlock(unpack_strings(arrays[f"{name}_vocab"], arrays[f"{name}_offsets"]),
                                arrays[f"{name}_idf"]),
                     arrays[f"{name}_coef"], arrays[f"{name}_intercept"],
                     arrays[f"{name}_dense_mean"], arrays[f"{name}_dense_scale"],
@@ -188,7 +187,7 @@ class StanceModel:
             "meta": np.frombuffer(json.dumps(self.meta, sort_keys=True).encode("utf-8"), dtype=np.uint8),
         }
         for name, part in (("sentence", self.sentence), ("passage", self.passage)):
-            arrays[f"{name}_vocab"], arrays[f"{name}_offsets"] = _encode_strings(part.tfidf.vocabulary)
+            arrays[f"{name}_vocab"], arrays[f"{name}_offsets"] = pack_strings(part.tfidf.vocabulary)
             arrays[f"{name}_idf"] = part.tfidf.idf
             arrays[f"{name}_coef"], arrays[f"{name}_intercept"] = part.coef, part.intercept
             arrays[f"{name}_dense_mean"], arrays[f"{name}_dense_scale"] = part.dense_mean, part.dense_scale
@@ -200,7 +199,7 @@ class StanceModel:
                 info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 archive.writestr(info, member.getvalue(), compresslevel=9)
-        _write_bytes_atomic(path, buffer.getvalue())
+        write_bytes_atomic(path, buffer.getvalue())
 
     # -- prediction ----------------------------------------------------------------------------
 
@@ -280,31 +279,6 @@ class StanceModel:
         return StanceModel(meta, self.sentence, self.passage)
 
 
-def _encode_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Strings as one UTF-8 byte array plus offsets: exact for any character, and no pickle needed."""
-    encoded = [s.encode("utf-8") for s in strings]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(b) for b in encoded])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
-def _decode_strings(data: np.ndarray, offsets: np.ndarray) -> list[str]:
-    raw = data.tobytes()
-    bounds = offsets.tolist()
-    return [raw[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:], strict=False)]
 
-
-def _write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """``data`` to ``path`` atomically: a crash never leaves half a model behind."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
