@@ -187,18 +187,15 @@ class Pipeline:
         return self._runs[config]
 
     def _second_stage(self, run: Run, config: RunConfig) -> Run:
-        from kueri.second_stage import SecondStageModel, second_stage
+        from kueri.second_stage import SecondStageModel, load_encoders, second_stage
 
         model = SecondStageModel.load(config.second_stage)
-        encoder = None
-        if model.uses_dense:  # embeddings are the costly part: keep them for the next run in the work folder
-            from kueri.second_stage.dense import DenseEncoder, EmbeddingCache
-
-            encoder = EmbeddingCache(DenseEncoder().encode, self.workdir / "embeddings-minilm-int8.npz")
+        # Embeddings are the costly part: kept in the work folder for the next run.
+        encoders = load_encoders(model.encoders, cache_dir=self.workdir)
         # Texts and the extra queries come from the index the run was searched on (its analyzer).
         index = self.index(config.analyzer)
         return second_stage(run, self.topics, index, depth=config.second_stage_depth, model=model,
-                            progress=self.progress, encoder=encoder)
+                            progress=self.progress, encoders=encoders)
 
     def _label_stance(self, run: Run, depth: int) -> Run:
         from kueri.stance import StanceModel, index_texts, label_run

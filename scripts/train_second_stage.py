@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Train the second stage (``resources/models/second-stage-v1.json``) on the earlier years' judgments.
+"""Train the second stage (``resources/models/second-stage-v2.json``) on the earlier years' judgments.
 
-    .venv/bin/python scripts/train_second_stage.py                  # rebuild the shipped model (~1 min)
+    .venv/bin/python scripts/train_second_stage.py                     # rebuild the default model (~5 min)
+    .venv/bin/python scripts/train_second_stage.py --features minilm   # second-stage-v1.json
+    .venv/bin/python scripts/train_second_stage.py --features lexical  # second-stage-lexical-v1.json
     .venv/bin/python scripts/train_second_stage.py --depth-curve 50,100,200,300,1000 --out /tmp/m.json
 
 Data: the lexical run of Table 1 row 15 (kueristopv2 + Porter, BM25, title query) on the shipped
@@ -11,6 +13,10 @@ years' judgments, Touché 2020 (topics 1-50) and 2021 (topics 51-100), which jud
 documents: a passage inherits the grade its document got for the same topic (doc id = passage id
 before ``___``). Candidates without a judged document count as grade 0, as an evaluator counts them.
 The 2022 judgments are refused here: they are kept for measuring the final system only.
+
+Features (``--features``): ``minilm-e5`` (the default model: every feature, with the MiniLM and e5
+similarities and MiniLM pseudo-relevance feedback), ``minilm`` (MiniLM similarity only), ``lexical``
+(no neural feature).
 
 Model (``--kind offset``, the default): the original's score x quality, corrected by a learned linear
 function of the other features: a pairwise logistic regression (RankNet with a linear scorer) over
@@ -51,9 +57,9 @@ from kueri.quality.offline import OfflineQualityModel  # noqa: E402
 from kueri.records import Hit, Run  # noqa: E402
 from kueri.runfile import read_qrels  # noqa: E402
 from kueri.second_stage.candidates import Candidates, CandidateTimes, collect  # noqa: E402
-from kueri.second_stage.features import FEATURES, TEXT_FEATURES  # noqa: E402
-from kueri.second_stage.model import DEFAULT_MODEL, LEXICAL_MODEL, SecondStageModel  # noqa: E402
-from kueri.second_stage.rerank import fuse  # noqa: E402
+from kueri.second_stage.features import FEATURES, NEURAL_FEATURES, TEXT_FEATURES  # noqa: E402
+from kueri.second_stage.model import DEFAULT_MODEL, LEXICAL_MODEL, MINILM_MODEL, SecondStageModel  # noqa: E402
+from kueri.second_stage.rerank import fuse, load_encoders  # noqa: E402
 
 SAMPLE = ROOT / "resources" / "sample"
 QRELS = ROOT / "resources" / "qrels"
@@ -63,8 +69,15 @@ BASE_CONFIG = "row-15"
 ALPHAS = (100.0, 300.0, 1000.0, 3000.0, 10000.0)
 LAMBDAS = (0.001, 0.01, 0.03, 0.1, 0.3, 1.0)
 CANDIDATES = 1000  # the lexical run's hits per topic that features are computed for (all of them)
-DENSE_DEPTH = 100  # cross-validated as good as deeper, and the neural feature's cost grows with it
+DENSE_DEPTH = 100  # cross-validated as good as deeper, and the neural features' cost grows with it
 LEXICAL_DEPTH = 1000
+_LEXICAL = tuple(f for f in FEATURES if f not in NEURAL_FEATURES)
+#: The features each model weighs, and the file it is written to by default.
+FEATURE_SETS: dict[str, tuple[tuple[str, ...], Path]] = {
+    "minilm-e5": (FEATURES, DEFAULT_MODEL),
+    "minilm": ((*_LEXICAL, "dense_title"), MINILM_MODEL),
+    "lexical": (_LEXICAL, LEXICAL_MODEL),
+}
 KINDS = {
     "offset": "the original's BM25 x quality times exp(learned linear correction): pairwise logistic regression "
               "with log(bm25_rel) + log(quality) as a fixed offset",
@@ -85,6 +98,7 @@ class Data:
     """All candidates of all topics as one matrix, with topic and label of each row."""
 
     candidates: dict[str, Candidates]
+    features: tuple[str, ...]  # the names of the matrix's columns
     matrix: np.ndarray
     topic: np.ndarray  # topic number of each row
     grade: np.ndarray  # inherited grade, 0 where the document is not judged
@@ -112,7 +126,7 @@ def inherited_qrels(paths: Sequence[Path], passage_ids: Sequence[str]) -> dict[s
 
 
 def build_data(corpus: Path, topics_path: Path, qrels_paths: Sequence[Path], workdir: Path, depth: int,
-               dense: bool) -> Data:
+               features: Sequence[str]) -> Data:
     topics = read_topics(topics_path)
     started = time.perf_counter()
     with Pipeline(corpus, topics, workdir, progress=False) as pipeline:
@@ -121,12 +135,8 @@ def build_data(corpus: Path, topics_path: Path, qrels_paths: Sequence[Path], wor
         index = pipeline.index(config.analyzer)
         quality = OfflineQualityModel.load()
         times = CandidateTimes()
-        encoder = None
-        if dense:
-            from kueri.second_stage.dense import DenseEncoder
-
-            encoder = DenseEncoder().encode
-        candidates = collect(run, topics, index, depth, quality.score, times, encoder=encoder)
+        encoders = load_encoders({NEURAL_FEATURES[f] for f in features if f in NEURAL_FEATURES}, cache_dir=workdir)
+        candidates = collect(run, topics, index, depth, quality.score, times, encoders=encoders)
         passage_ids = list(index.ids)
     log(f"features: {times.summary()} ({time.perf_counter() - started:.1f} s with the lexical run)")
     qrels = inherited_qrels(qrels_paths, passage_ids)
@@ -139,8 +149,9 @@ def build_data(corpus: Path, topics_path: Path, qrels_paths: Sequence[Path], wor
             judged.append(hit.doc in labels)
             rank.append(position)
         rows.append(cand.features)
-    return Data(candidates, np.vstack(rows), np.array(topic), np.array(grade, dtype=np.float64),
-                np.array(judged), np.array(rank), qrels)
+    columns = [FEATURES.index(f) for f in features]
+    return Data(candidates, tuple(features), np.vstack(rows)[:, columns], np.array(topic),
+                np.array(grade, dtype=np.float64), np.array(judged), np.array(rank), qrels)
 
 
 def standardise(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,7 +171,7 @@ def fit_ridge(data: Data, rows: np.ndarray, alpha: float, columns: Sequence[int]
     x = (matrix[:, cols] - mean[cols]) / scale[cols]
     coef = np.zeros(matrix.shape[1])
     coef[cols] = np.linalg.solve(x.T @ x + alpha * np.eye(len(cols)), x.T @ (target - target.mean()))
-    return SecondStageModel(coef, float(target.mean()), mean, scale, depth=1)
+    return SecondStageModel(coef, float(target.mean()), mean, scale, depth=1, features=data.features)
 
 
 def preference_pairs(data: Data, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -194,9 +205,9 @@ def fit_offset(data: Data, rows: np.ndarray, lam: float) -> SecondStageModel:
     """
     mean, scale = standardise(data.matrix[rows])
     z = (data.matrix - mean) / scale
-    bm25, quality = FEATURES.index("log_bm25_rel"), FEATURES.index("log_quality")
+    bm25, quality = data.features.index("log_bm25_rel"), data.features.index("log_quality")
     offset = data.matrix[:, bm25] + data.matrix[:, quality]
-    learned = [j for j in range(len(FEATURES)) if j != quality]
+    learned = [j for j in range(len(data.features)) if j != quality]
     better, worse, weight = preference_pairs(data, rows)
     dz = z[better][:, learned] - z[worse][:, learned]
     doff = offset[better] - offset[worse]
@@ -211,11 +222,19 @@ def fit_offset(data: Data, rows: np.ndarray, lam: float) -> SecondStageModel:
             break
     # As one linear model: log bm25 = scale * z + mean (the same for quality), so the offset's coefficient 1
     # on the raw feature is its scale on the standardised one.
-    coef = np.zeros(len(FEATURES))
+    coef = np.zeros(len(data.features))
     coef[learned] = w
     coef[bm25] += scale[bm25]
     coef[quality] += scale[quality]
-    return SecondStageModel(coef, float(mean[bm25] + mean[quality]), mean, scale, depth=1)
+    return SecondStageModel(coef, float(mean[bm25] + mean[quality]), mean, scale, depth=1, features=data.features)
+
+
+def score(model: SecondStageModel, data: Data, rows: np.ndarray | None = None) -> np.ndarray:
+    """The model's scores of ``rows`` of the data (all rows when None); the data holds the model's columns."""
+    matrix = data.matrix if rows is None else data.matrix[rows]
+    full = np.zeros((len(matrix), len(FEATURES)))
+    full[:, [FEATURES.index(f) for f in data.features]] = matrix
+    return model.score(full)
 
 
 def reranked_run(data: Data, scores: np.ndarray, topics: Sequence[str], depth: int | None = None) -> Run:
@@ -263,7 +282,7 @@ def cross_validate(data: Data, eval_topics: Sequence[str], fit: Callable[[np.nda
         for train, test in ((first, second), (second, first)):
             model = fit(np.isin(data.topic, train) & inside)
             held = np.isin(data.topic, test)
-            scores[held] = model.score(data.matrix[held])
+            scores[held] = score(model, data, held)
         run = reranked_run(data, scores, eval_topics, depth)
         full.append(ndcg5(run, data.qrels))
         condensed.append(ndcg5(run, data.qrels, condensed=True))
@@ -276,7 +295,8 @@ def baseline(data: Data, eval_topics: Sequence[str], column: str | None) -> dict
     scores = -data.rank.astype(np.float64)
     if column == "quality":
         # log(bm25 / max) + log(quality) ranks as bm25 x quality, the original's rerank.
-        scores = data.matrix[:, FEATURES.index("log_bm25_rel")] + data.matrix[:, FEATURES.index("log_quality")]
+        scores = (data.matrix[:, data.features.index("log_bm25_rel")]
+                  + data.matrix[:, data.features.index("log_quality")])
     run = reranked_run(data, scores, eval_topics)
     return {"ndcg5": ndcg5(run, data.qrels), "ndcg5_sd": 0.0, "ndcg5_condensed": ndcg5(run, data.qrels, True)}
 
@@ -287,8 +307,9 @@ def feature_check(data: Data, count: int = 3) -> list[dict[str, object]]:
     checks = []
     for qid in sorted(data.candidates, key=int)[:count]:
         cand = data.candidates[qid]
+        values = cand.features[0, [FEATURES.index(f) for f in data.features]]
         checks.append({"topic": qid, "passage": cand.hits[0].doc, "rank": 1,
-                       "values": [round(v, 9) for v in cand.features[0].tolist()]})
+                       "values": [round(v, 9) for v in values.tolist()]})
     return checks
 
 
@@ -302,7 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--topics", type=Path, default=SAMPLE / "topics.xml")
     parser.add_argument("--qrels", type=Path, nargs="+", default=list(EARLIER_QRELS),
                         help="earlier years' document judgments (never the 2022 ones)")
-    parser.add_argument("--workdir", type=Path, default=None, help="index cache (default: a temporary folder)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="index and embedding cache (default: a temporary folder)")
     parser.add_argument("--depth", type=int, default=None,
                         help="the stage's depth: candidates reranked per topic, and the rows of the final fit "
                              f"(default: {DENSE_DEPTH} with the neural feature, whose cost grows with it; "
@@ -313,18 +335,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lambdas", type=float, nargs="+", default=list(LAMBDAS), help="offset penalties to try")
     parser.add_argument("--depth-curve", default="50,100,200,300",
                         help="also cross-validate these depths (default: 50,100,200,300)")
-    parser.add_argument("--lexical", action="store_true",
-                        help="without the neural feature (no onnxruntime needed); writes second-stage-lexical-v1")
+    parser.add_argument("--features", choices=FEATURE_SETS, default="minilm-e5",
+                        help="minilm-e5: every feature (the default model); minilm: MiniLM similarity only; lexical: "
+                        "no neural feature (no onnxruntime needed)")
     parser.add_argument("--out", type=Path, default=None,
-                        help=f"model file (default: {DEFAULT_MODEL.name}, with --lexical {LEXICAL_MODEL.name})")
+                        help="model file (default: " + ", ".join(f"{name}: {path.name}" for name, (_, path)
+                                                                in FEATURE_SETS.items()) + ")")
     args = parser.parse_args(argv)
-    out = args.out or (LEXICAL_MODEL if args.lexical else DEFAULT_MODEL)
-    depth = args.depth or (LEXICAL_DEPTH if args.lexical else DENSE_DEPTH)
+    features, default_out = FEATURE_SETS[args.features]
+    neural = any(f in NEURAL_FEATURES for f in features)
+    out = args.out or default_out
+    depth = args.depth or (DENSE_DEPTH if neural else LEXICAL_DEPTH)
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kueri-second-stage-") as tmp:
-        data = build_data(args.corpus, args.topics, args.qrels, args.workdir or Path(tmp), CANDIDATES,
-                          dense=not args.lexical)
+        data = build_data(args.corpus, args.topics, args.qrels, args.workdir or Path(tmp), CANDIDATES, features)
     topics = sorted(data.candidates, key=int)
     # Topics whose sample passages include no relevant judged one score 0 whatever the ranking: left out.
     eval_topics = [t for t in topics if max(data.qrels.get(t, {}).values(), default=0) > 0]
@@ -360,8 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         fit: Callable[[np.ndarray], SecondStageModel] = lambda rows: fit_ridge(data, rows, alpha)  # noqa: E731
         chosen = f"ridge, alpha {alpha:g}"
         groups = {
-            "lexical + quality": [FEATURES.index(f) for f in LEXICAL_QUALITY],
-            "lexical + quality + objects": [FEATURES.index(f) for f in LEXICAL_QUALITY + OBJECT_FEATURES],
+            "lexical + quality": [data.features.index(f) for f in LEXICAL_QUALITY],
+            "lexical + quality + objects": [data.features.index(f) for f in LEXICAL_QUALITY + OBJECT_FEATURES],
         }
         for name, columns in groups.items():
             results[f"ridge, {name} only, alpha {alpha:g}"] = cross_validate(
@@ -374,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results[f"{chosen}, depth {d}"] = cross_validate(data, eval_topics, fit, depth=d)
 
     model = fit(data.rank < depth)
-    training_run = reranked_run(data, model.score(data.matrix), eval_topics, depth)
+    training_run = reranked_run(data, score(model, data), eval_topics, depth)
     training = {"ndcg5": ndcg5(training_run, data.qrels), "ndcg5_condensed": ndcg5(training_run, data.qrels, True)}
 
     print("\nnDCG@5 on the earlier years' judgments (passages inherit their document's grade), "
@@ -388,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     meta = {
         "kind": args.kind,
-        "neural_feature": not args.lexical,
+        "feature_set": args.features,
         "model": KINDS[args.kind],
         "penalty": alpha if args.kind == "ridge" else lam,
         "base_run": f"{BASE_CONFIG}: {get_config(BASE_CONFIG).description}",
@@ -402,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "feature_check": feature_check(data),
     }
     final = SecondStageModel(np.round(model.coef, 10), round(model.intercept, 10), np.round(model.mean, 10),
-                             np.round(model.scale, 10), depth=depth, meta=meta)
+                             np.round(model.scale, 10), depth=depth, meta=meta, features=data.features)
     final.save(out)
     print("\nweights (standardised features; offset: includes the fixed BM25 x quality part):")
     for name, weight in sorted(final.weights().items(), key=lambda kv: -abs(kv[1])):

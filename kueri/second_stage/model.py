@@ -1,7 +1,8 @@
 """The second stage's model: one linear function of the standardised features, stored as JSON.
 
-``score = intercept + sum_j coef_j * (x_j - mean_j) / scale_j`` (a ridge regression of the relevance
-grade, see ``scripts/train_second_stage.py``). Plain numbers in a small text file: no pickle, nothing
+``score = intercept + sum_j coef_j * (x_j - mean_j) / scale_j`` over the features the model names (a
+subset of :data:`~kueri.second_stage.features.FEATURES`, in their order; see
+``scripts/train_second_stage.py``). Plain numbers in a small text file: no pickle, nothing
 version-specific, readable in a review, and prediction is one matrix-vector product in numpy.
 """
 
@@ -17,31 +18,42 @@ import numpy as np
 
 from kueri.errors import SetupError
 from kueri.files import write_bytes_atomic
-from kueri.second_stage.features import DENSE_FEATURES, FEATURES
+from kueri.second_stage.features import FEATURES, NEURAL_FEATURES
 
 MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
-DEFAULT_MODEL = MODEL_DIR / "second-stage-v1.json"
-#: The same stage without the neural feature: for installs without onnxruntime / tokenizers / the MiniLM package.
+#: MiniLM and e5 similarities and MiniLM pseudo-relevance feedback: the default configuration's.
+DEFAULT_MODEL = MODEL_DIR / "second-stage-v2.json"
+#: MiniLM similarity only (no e5 weights to install).
+MINILM_MODEL = MODEL_DIR / "second-stage-v1.json"
+#: No neural feature: for installs without onnxruntime and the model packages.
 LEXICAL_MODEL = MODEL_DIR / "second-stage-lexical-v1.json"
 #: Model names accepted instead of paths.
-SHIPPED_MODELS = {"second-stage-v1": DEFAULT_MODEL, "second-stage-lexical-v1": LEXICAL_MODEL}
+SHIPPED_MODELS = {"second-stage-v2": DEFAULT_MODEL, "second-stage-v1": MINILM_MODEL,
+                  "second-stage-lexical-v1": LEXICAL_MODEL}
 MODEL_FORMAT = 1
 TRAIN_HINT = "rebuild it with: .venv/bin/python scripts/train_second_stage.py"
 
 
 class SecondStageModel:
-    """A linear scorer over :data:`~kueri.second_stage.features.FEATURES` plus the stage's settings."""
+    """A linear scorer over some of :data:`~kueri.second_stage.features.FEATURES` plus the stage's settings."""
 
     def __init__(self, coef: Sequence[float], intercept: float, mean: Sequence[float], scale: Sequence[float],
-                 depth: int, meta: Mapping[str, Any] | None = None) -> None:
+                 depth: int, meta: Mapping[str, Any] | None = None, features: Sequence[str] = FEATURES) -> None:
+        features = tuple(features)
+        positions = [FEATURES.index(name) for name in features if name in FEATURES]
+        if len(positions) != len(features) or positions != sorted(set(positions)):
+            raise SetupError(f"second-stage model weighs features {list(features)} that are not, in this order, "
+                             f"among those kueri/second_stage/features.py computes: {TRAIN_HINT}")
         arrays = [np.asarray(v, dtype=np.float64) for v in (coef, mean, scale)]
-        if any(a.shape != (len(FEATURES),) for a in arrays):
-            raise SetupError(f"second-stage model has {[a.shape for a in arrays]} weights for {len(FEATURES)} "
+        if any(a.shape != (len(features),) for a in arrays):
+            raise SetupError(f"second-stage model has {[a.shape for a in arrays]} weights for {len(features)} "
                              f"features: {TRAIN_HINT}")
         if not all(np.isfinite(a).all() for a in arrays) or not math.isfinite(intercept) or (arrays[2] <= 0).any():
             raise SetupError(f"second-stage model has non-finite weights or non-positive scales: {TRAIN_HINT}")
         if depth < 1:
             raise SetupError(f"second-stage model depth must be at least 1, not {depth}: {TRAIN_HINT}")
+        self.features = features
+        self._columns = np.array(positions, dtype=np.int64)
         self.coef, self.mean, self.scale = arrays
         self.intercept = float(intercept)
         self.depth = int(depth)
@@ -51,27 +63,28 @@ class SecondStageModel:
         self._offset = self.intercept - float(self._weights @ self.mean)
 
     def score(self, features: np.ndarray) -> np.ndarray:
-        """One score per feature row (``n`` x ``len(FEATURES)``)."""
+        """One score per feature row (``n`` x ``len(FEATURES)``: all features, the model picks its own)."""
         matrix = np.asarray(features, dtype=np.float64)
         if matrix.ndim != 2 or matrix.shape[1] != len(FEATURES):
             raise ValueError(f"expected an n x {len(FEATURES)} feature matrix, got shape {matrix.shape}")
-        return self._offset + matrix @ self._weights
+        return self._offset + matrix[:, self._columns] @ self._weights
 
     @property
-    def uses_dense(self) -> bool:
-        """Whether the model weighs the neural feature (then the stage needs the MiniLM encoder)."""
-        return any(self.coef[FEATURES.index(name)] != 0.0 for name in DENSE_FEATURES)
+    def encoders(self) -> frozenset[str]:
+        """The neural encoders the model's weighted features need (``minilm``, ``e5``; empty: none)."""
+        return frozenset(NEURAL_FEATURES[name] for name, weight in self.weights().items()
+                         if name in NEURAL_FEATURES and weight != 0.0)
 
     def weights(self) -> dict[str, float]:
         """Each feature's coefficient on the standardised scale (comparable with one another)."""
-        return dict(zip(FEATURES, self.coef.tolist(), strict=True))
+        return dict(zip(self.features, self.coef.tolist(), strict=True))
 
     # -- files -----------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
         return {
             "format": MODEL_FORMAT,
-            "features": list(FEATURES),
+            "features": list(self.features),
             "coef": self.coef.tolist(),
             "intercept": self.intercept,
             "mean": self.mean.tolist(),
@@ -92,19 +105,21 @@ class SecondStageModel:
         """A model file, or a shipped model's name (:data:`SHIPPED_MODELS`)."""
         path = SHIPPED_MODELS.get(str(path), Path(path))
         if not path.is_file():
-            raise SetupError(f"second-stage model {path} not found (the repository ships resources/models/"
-                             f"{DEFAULT_MODEL.name} and {LEXICAL_MODEL.name}): {TRAIN_HINT}")
+            shipped = ", ".join(p.name for p in SHIPPED_MODELS.values())
+            raise SetupError(f"second-stage model {path} not found (the repository ships {shipped} in "
+                             f"resources/models): {TRAIN_HINT}")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SetupError(f"second-stage model {path} is unreadable ({exc}): {TRAIN_HINT}") from None
         if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
             raise SetupError(f"second-stage model {path} is not format {MODEL_FORMAT}: {TRAIN_HINT}")
-        if data.get("features") != list(FEATURES):
+        features = data.get("features")
+        if not isinstance(features, list) or not set(features) <= set(FEATURES):
             raise SetupError(f"second-stage model {path} was trained on other features than kueri/second_stage/"
                              f"features.py computes: {TRAIN_HINT}")
         try:
             return cls(data["coef"], float(data["intercept"]), data["mean"], data["scale"], int(data["depth"]),
-                       data.get("meta", {}))
+                       data.get("meta", {}), features)
         except (KeyError, TypeError, ValueError) as exc:
             raise SetupError(f"second-stage model {path} lacks or mangles {exc}: {TRAIN_HINT}") from None

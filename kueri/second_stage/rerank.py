@@ -25,7 +25,7 @@ import numpy as np
 
 from kueri.errors import KueriError
 from kueri.records import Hit, Run, Topic
-from kueri.second_stage.candidates import CandidateTimes, Encoder, collect
+from kueri.second_stage.candidates import CandidateTimes, Encoders, collect
 from kueri.second_stage.model import DEFAULT_MODEL, SecondStageModel
 
 if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type
@@ -76,6 +76,32 @@ def _warn_if_other_quality_model(model: SecondStageModel, quality_path: Path) ->
               "trained with; retrain it: .venv/bin/python scripts/train_second_stage.py", file=sys.stderr)
 
 
+def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_dir: Path | None = None) -> Encoders:
+    """The encoders named in ``needed`` (``minilm``, ``e5``): those ``given``, the others loaded (their
+    passage embeddings kept in ``cache_dir`` when given). Encoders not needed are left out, so their
+    features are not computed."""
+    needed = set(needed)
+    unknown = needed - {"minilm", "e5"}
+    if unknown:
+        raise KueriError(f"second stage: unknown encoder(s) {sorted(unknown)}")
+    given = given or Encoders()
+    minilm, e5 = (given.minilm if "minilm" in needed else None), (given.e5 if "e5" in needed else None)
+    if "minilm" in needed and minilm is None:
+        from kueri.second_stage.dense import DenseEncoder, EmbeddingCache
+
+        minilm = DenseEncoder()
+        if cache_dir is not None:
+            minilm = EmbeddingCache(minilm, cache_dir / "embeddings-minilm-int8.npz")
+    if "e5" in needed and e5 is None:
+        from kueri.second_stage.dense import EmbeddingCache
+        from kueri.second_stage.e5 import MAX_TOKENS, E5Encoder
+
+        e5 = E5Encoder()
+        if cache_dir is not None:
+            e5 = EmbeddingCache(e5, cache_dir / f"embeddings-e5-small-q4-{MAX_TOKENS}.npz")
+    return Encoders(minilm=minilm, e5=e5)
+
+
 def second_stage(
     run: Run,
     topics: Iterable[Topic],
@@ -86,7 +112,7 @@ def second_stage(
     quality: str | Path | None = None,
     times: CandidateTimes | None = None,
     progress: bool = False,
-    encoder: Encoder | None = None,
+    encoders: Encoders | None = None,
 ) -> Run:
     """``run`` with each topic's top ``depth`` hits reranked by the second-stage model.
 
@@ -94,9 +120,8 @@ def second_stage(
     analyzer must be the run's). ``depth``: None for the model's own (the depth it was trained and
     measured at). ``model``: an open model, a model file, or None for the shipped one. ``quality``: the
     offline quality model file (None: the shipped one, :data:`kueri.quality.offline.DEFAULT_MODEL`).
-    ``times``, when given, is filled with the time spent per part. ``encoder``: the neural encoder for a
-    model that uses it (None: :class:`~kueri.second_stage.dense.DenseEncoder` is loaded when needed).
-    Topic order is kept.
+    ``times``, when given, is filled with the time spent per part. ``encoders``: the neural encoders the
+    model needs (None, or one left None: :func:`load_encoders` loads it). Topic order is kept.
     """
     from kueri.quality.offline import DEFAULT_MODEL as QUALITY_MODEL
     from kueri.quality.offline import OfflineQualityModel
@@ -110,13 +135,10 @@ def second_stage(
     quality_path = Path(quality) if quality is not None else QUALITY_MODEL
     quality_model = OfflineQualityModel.load(quality_path)
     _warn_if_other_quality_model(model, quality_path)
-    if model.uses_dense and encoder is None:
-        from kueri.second_stage.dense import DenseEncoder
-
-        encoder = DenseEncoder().encode
+    encoders = load_encoders(model.encoders, encoders)
     times = times if times is not None else CandidateTimes()
     candidates = collect(run, topics, index, depth, quality_model.score, times, progress=progress,
-                         encoder=encoder if model.uses_dense else None)
+                         encoders=encoders)
     reranked: Run = {}
     for qid, hits in run.items():
         if qid in candidates:
