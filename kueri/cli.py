@@ -59,8 +59,8 @@ def _quality_flag(parser: argparse.ArgumentParser) -> None:
                         "a 'passage_id<TAB>score' file, or none")
     parser.add_argument("--stance-depth", type=int, help="label the stance of the top N hits per topic (0: none)")
     parser.add_argument("--second-stage", metavar="MODEL",
-                        help="learned reranker of the top hits, overriding the configuration's: second-stage-v1, "
-                        "second-stage-lexical-v1, a model file, or none")
+                        help="learned reranker of the top hits, overriding the configuration's: second-stage-v2, "
+                        "second-stage-v1, second-stage-lexical-v1, a model file, or none")
     parser.add_argument("--second-stage-depth", type=int, metavar="N", help="hits per topic the second stage reranks")
 
 

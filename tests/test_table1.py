@@ -102,4 +102,4 @@ def test_the_default_configuration_is_automatic():
 
     config = get_config("default")
     assert not config.manual and config.feedback is None and not config.fuse
-    assert config.second_stage == "second-stage-v1" and config.stance_depth
+    assert config.second_stage == "second-stage-v2" and config.stance_depth
