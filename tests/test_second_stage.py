@@ -424,7 +424,8 @@ def test_neural_columns_follow_their_definitions():
     heads = {"7": run[:2] + run[6:]}  # the reranked hits need not include the feedback passages
     feedback = {"7": [h.doc for h in run[:PRF_DEPTH]]}
     encoder = AxisEncoder()
-    columns = _neural_columns(Encoders(minilm=encoder, e5=encoder), heads, feedback, [topic], texts)["7"]
+    pids = sorted(h.doc for h in heads["7"])
+    columns = _neural_columns(Encoders(minilm=encoder, e5=encoder), heads, pids, feedback, [topic], texts)["7"]
     vectors = encoder.passages([texts[h.doc] for h in heads["7"]])
     title = np.array([1.0, 0.0, 0.0])
     np.testing.assert_allclose(columns["dense_title"], vectors @ title, atol=1e-6)
@@ -433,7 +434,7 @@ def test_neural_columns_follow_their_definitions():
     moved = title + encoder.passages([texts[pid] for pid in feedback["7"]]).mean(axis=0)
     np.testing.assert_allclose(columns["dense_prf"], vectors @ (moved / np.linalg.norm(moved)), atol=1e-6)
     assert columns["dense_prf"][2] > columns["dense_title"][2]  # "yyyy" is near the feedback, far from the title
-    only_e5 = _neural_columns(Encoders(e5=encoder), heads, feedback, [topic], texts)["7"]
+    only_e5 = _neural_columns(Encoders(e5=encoder), heads, pids, feedback, [topic], texts)["7"]
     assert set(only_e5) == {"e5_title"}
 
 

@@ -170,7 +170,7 @@ def collect(
     times.quality += time.perf_counter() - start
 
     start = time.perf_counter()
-    neural = _neural_columns(encoders, heads, feedback, [by_number[q] for q in numbers], text_of, times)
+    neural = _neural_columns(encoders, heads, pids, feedback, [by_number[q] for q in numbers], text_of, times)
     times.dense += time.perf_counter() - start
 
     scorer = FilteredScorer(index)
@@ -201,14 +201,15 @@ def _unit(vector: np.ndarray) -> np.ndarray:
     return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
 
-def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], feedback: dict[str, list[str]],
+def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[str], feedback: dict[str, list[str]],
                     topics: Sequence[Topic], text_of: dict[str, str], times: CandidateTimes | None = None,
                     ) -> dict[str, dict[str, list[float]]]:
-    """``{topic: {feature: column}}`` of the neural features whose encoder is given (each passage embedded once);
+    """``{topic: {feature: column}}`` of the neural features whose encoder is given (each passage embedded once).
+
+    ``pids``: the distinct passages of ``heads``; ``text_of`` also holds the ``feedback`` passages' texts.
     ``times.extra`` gets each encoder's seconds."""
     columns: dict[str, dict[str, list[float]]] = {t.number: {} for t in topics}
     spent = times.extra if times is not None else {}
-    head_ids = sorted({hit.doc for hits in heads.values() for hit in hits})
 
     def embed(encoder: TextEncoder, pids: list[str]) -> dict[str, np.ndarray]:
         return dict(zip(pids, encoder.passages([text_of[pid] for pid in pids]), strict=True))
@@ -220,7 +221,7 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], feedback: d
     if encoders.minilm is not None:
         start = time.perf_counter()
         minilm = encoders.minilm
-        embedding_of = embed(minilm, sorted(set(head_ids).union(*feedback.values())))
+        embedding_of = embed(minilm, sorted(set(pids).union(*feedback.values())))
         for topic, title in zip(topics, minilm.queries([t.title for t in topics]), strict=True):
             passages = head(embedding_of, topic.number, minilm.dimension)
             top = np.stack([embedding_of[pid] for pid in feedback[topic.number]])
@@ -230,7 +231,7 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], feedback: d
     if encoders.e5 is not None:
         start = time.perf_counter()
         e5 = encoders.e5
-        embedding_of = embed(e5, head_ids)
+        embedding_of = embed(e5, pids)
         for topic, title in zip(topics, e5.queries([t.title for t in topics]), strict=True):
             columns[topic.number]["e5_title"] = (head(embedding_of, topic.number, e5.dimension) @ title).tolist()
         spent["e5"] = spent.get("e5", 0.0) + time.perf_counter() - start
