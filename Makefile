@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 OUT    ?= out
 
-.PHONY: install demo test lint wordnet clean
+.PHONY: install demo test test-fast wheel lint wordnet clean
 
 install: $(VENV)/.installed
 
@@ -26,15 +26,25 @@ wordnet:
 	fi
 
 demo: install
-	./my-software.sh -i resources/sample -o $(OUT)
-	$(BIN)/kueri evaluate $(OUT)/run.txt --qrels resources/qrels/touche-task2-2022-relevance.qrels
+	./my-software.sh -i kueri/resources/sample -o $(OUT)
+	$(BIN)/kueri evaluate $(OUT)/run.txt --qrels kueri/resources/qrels/touche-task2-2022-relevance.qrels
 
+# Everything: ruff, then every test (the slow ones build real indexes of the sample, run the default end to end
+# and install the wheel into a fresh venv).
 test: install wordnet
-	$(BIN)/ruff check kueri scripts tests
+	$(BIN)/ruff check kueri scripts tests benchmarks
 	$(BIN)/pytest -q
 
+# The fast loop: every unit-level test, under 2 minutes on 2 cores.
+test-fast: install
+	$(BIN)/pytest -q -m "not slow"
+
+# A wheel in dist/ (package data included); install it with pip, then pip install --no-deps pyserini==0.25.0.
+wheel: install
+	$(BIN)/pip wheel --no-deps -q -w dist .
+
 lint: install
-	$(BIN)/ruff check kueri scripts tests
+	$(BIN)/ruff check kueri scripts tests benchmarks
 
 clean:
-	rm -rf $(VENV) work $(OUT) .pytest_cache
+	rm -rf $(VENV) work $(OUT) .pytest_cache build dist

@@ -20,16 +20,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kueri import resources  # noqa: E402
 from kueri.parse import PassageReader  # noqa: E402
 
-SAMPLE = ROOT / "resources" / "sample" / "passages.jsonl.gz"
+SAMPLE = resources.sample() / "passages.jsonl.gz"
 
 
 def load(name: str, threads: int | None):  # -> TextEncoder
     if name == "minilm":
-        from kueri.second_stage.dense import DenseEncoder
+        from kueri.second_stage.minilm import MiniLMEncoder
 
-        return DenseEncoder(threads=threads)
+        return MiniLMEncoder(threads=threads)
     from kueri.second_stage.e5 import E5Encoder
 
     return E5Encoder(threads=threads)

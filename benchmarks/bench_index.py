@@ -22,7 +22,7 @@ measuring wall time (process start to exit, JVM start included), CPU time, peak 
 the whole process tree (sampled from /proc every 0.1 s: kueri's worker processes and JVMs
 included) and index size. After each kueri build, a fresh process times search on it: the 50
 topics at depth 1000 with BM25 (row-01), with the objects filter (row-08) and relevance feedback
-(:mod:`kueri.feedback`, ``missing="skip"``; the team's judgments with each judged passage mapped
+(:mod:`kueri.lucene.feedback`, ``missing="skip"``; the team's judgments with each judged passage mapped
 onto a passage of the corpus when the corpus lacks it, so RF has real work to do).
 
 Prints medians with min-max over the repetitions and writes all measurements as JSON next to the
@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))
 
 DEFAULT_PASSAGES = 868_655
 DEFAULT_WORKDIR = ROOT / "work" / "bench"
-TOPICS = ROOT / "resources" / "sample" / "topics.xml"
-RF_JUDGMENTS = ROOT / "resources" / "qrels" / "kueri-manual-qrels.txt"
+TOPICS = ROOT / "kueri" / "resources" / "sample" / "topics.xml"
+RF_JUDGMENTS = ROOT / "kueri" / "resources" / "qrels" / "kueri-manual-qrels.txt"
 ANSERINI_OPTIONS = [
     "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
     "-storeContents", "-storeDocvectors", "-stemmer", "none",
@@ -181,7 +181,7 @@ def run_kueri(corpus: Path, index: Path, logs: Path, workers: int | None, rep: i
 
 
 def run_anserini(input_dir: Path, index: Path, logs: Path, threads: int, variant: str, rep: int) -> Measurement:
-    from kueri.jvm import find_jar, find_java_home
+    from kueri.lucene.jvm import find_jar, find_java_home
 
     if index.exists():
         shutil.rmtree(index)
@@ -260,13 +260,13 @@ def rf_judgments(index: Path, target: Path) -> Path:
 def search_main(index_dir: str, judgments: str, passes: int) -> None:
     """Time search over ``index_dir`` in this (fresh) process; print JSON on stdout."""
     started = time.perf_counter()
-    from kueri.jvm import lucene
+    from kueri.lucene.jvm import lucene
 
     lucene().IndexSearcher  # noqa: B018 - starts the JVM and looks up a class, like any first use
     jvm = time.perf_counter() - started
     from kueri.config import get_config
-    from kueri.feedback import FeedbackConfig, feedback_run
-    from kueri.index import LuceneIndex
+    from kueri.lucene.feedback import FeedbackConfig, feedback_run
+    from kueri.lucene.index import LuceneIndex
     from kueri.parse import read_topics
     from kueri.pipeline import search_run
 

@@ -11,10 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kueri.analyze import AnalyzerConfig, stoplist_name
 from kueri.errors import KueriError
-from kueri.feedback import FeedbackConfig
-from kueri.search import DEFAULT_FIELDS, FILTER_MODES, Similarity
+from kueri.lucene import (
+    DEFAULT_FIELDS,
+    FILTER_MODES,
+    MAIN_ANALYZER,
+    SEARCH_FIELDS,
+    AnalyzerConfig,
+    FeedbackConfig,
+    Similarity,
+    stoplist_name,
+)
 
 RUN_ID = "seupd2122-kueri"
 
@@ -25,7 +32,7 @@ class RunConfig:
 
     The stages run in this order: retrieval (``fuse`` of other named configurations, else relevance
     ``feedback``, else the title search), then the learned ``second_stage`` (which weighs argument
-    quality itself), then quality ``rerank``, then ``stance`` labels.
+    quality itself), then ``quality_rerank``, then ``stance`` labels.
     """
 
     name: str
@@ -33,12 +40,12 @@ class RunConfig:
     analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
     similarity: Similarity = field(default_factory=Similarity)
     fields: tuple[tuple[str, float], ...] = DEFAULT_FIELDS
-    filter_objects: str = "off"  # off | faithful | fixed (see kueri.search)
+    filter_objects: str = "off"  # off | faithful | fixed (see kueri.lucene.search)
     hits: int = 1000
     feedback: FeedbackConfig | None = None  # graded RF from judgments instead of the title query
     fuse: tuple[str, ...] = ()  # names of configurations whose runs are fused by RRF
     fuse_k: float = 30.0
-    rerank: str | None = None  # quality source: "offline" (the local model), "debater" (the team's scores), a file
+    quality_rerank: str | None = None  # rerank by quality from: "offline" (the local model), "debater-2022", a file
     second_stage: str | None = None  # learned reranker of the top hits: a shipped model name or a model file
     second_stage_depth: int | None = None  # hits per topic it reranks (None: the depth the model was trained at)
     stance_depth: int | None = None  # label the stance of the top N hits of each topic (None: Q0, as the original)
@@ -66,6 +73,106 @@ class RunConfig:
 
     def with_changes(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)
+
+    def with_overrides(self, overrides: Overrides) -> RunConfig:
+        """This configuration with the parts ``overrides`` sets replaced (what a command's flags ask for)."""
+        changes: dict[str, Any] = {}
+        analyzer = overrides.analyzer(self.analyzer)
+        if analyzer != self.analyzer:
+            changes["analyzer"] = analyzer
+        similarity = overrides.similarity_of(self.similarity)
+        if similarity != self.similarity:
+            changes["similarity"] = similarity
+        for name in ("fields", "filter_objects", "hits", "tag", "second_stage_depth"):
+            value = getattr(overrides, name)
+            if value is not None:
+                changes[name] = value
+        # "none" (or 0 for the stance depth) switches a stage off
+        if overrides.quality_rerank is not None:
+            changes["quality_rerank"] = None if overrides.quality_rerank == "none" else overrides.quality_rerank
+        if overrides.second_stage is not None:
+            changes["second_stage"] = None if overrides.second_stage == "none" else overrides.second_stage
+        if overrides.stance_depth is not None:
+            changes["stance_depth"] = overrides.stance_depth or None
+        return replace(self, **changes) if changes else self
+
+    def summary(self) -> str:
+        """What this configuration does, in one line: analysis, ranking, then every later stage."""
+        if self.fuse:
+            parts = [f"RRF (k={self.fuse_k:g}) of {', '.join(self.fuse)}"]
+        else:
+            parts = [self.analyzer.summary()]
+            if self.feedback:
+                parts.append(f"graded relevance feedback from {self.feedback.judgments}, BM25")
+            else:
+                parts.append(self.similarity.summary())
+                parts.append("fields " + " ".join(f"{name}={weight:g}" for name, weight in self.fields))
+                if self.filter_objects != "off":
+                    parts.append(f"objects filter ({self.filter_objects})")
+        parts.append(f"{self.hits} hits")
+        if self.second_stage:
+            depth = f" of the top {self.second_stage_depth}" if self.second_stage_depth else ""
+            parts.append(f"second stage {self.second_stage}{depth}")
+        if self.quality_rerank:
+            parts.append(f"quality rerank ({self.quality_rerank})")
+        if self.stance_depth:
+            parts.append(f"stance of the top {self.stance_depth}")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Parts of a configuration a user replaces (None: keep the configuration's).
+
+    The CLI fills one from its flags; :meth:`RunConfig.with_overrides` applies it. ``stemmer`` and the
+    stage switches take ``"none"`` to turn a part off; ``analyzer_preset`` starts the analysis from the
+    original's ``baseline`` or ``main`` analyzer before the single options apply.
+    """
+
+    analyzer_preset: str | None = None  # baseline | main
+    stoplist: str | None = None
+    tokenizer: str | None = None
+    stemmer: str | None = None  # porter | none
+    possessive: bool | None = None
+    repeated_chars: bool | None = None
+    synonyms: str | None = None
+    similarity: str | None = None  # bm25 | lmd | tfidf
+    k1: float | None = None
+    b: float | None = None
+    mu: float | None = None
+    fields: tuple[tuple[str, float], ...] | None = None
+    filter_objects: str | None = None
+    hits: int | None = None
+    tag: str | None = None
+    quality_rerank: str | None = None  # a quality source, or "none"
+    second_stage: str | None = None  # a model, or "none"
+    second_stage_depth: int | None = None
+    stance_depth: int | None = None  # 0: no stance labels
+
+    def __post_init__(self) -> None:
+        if self.analyzer_preset not in (None, "baseline", "main"):
+            raise KueriError(f"unknown analyzer {self.analyzer_preset!r}: use baseline or main")
+        if self.fields is not None:
+            unknown = {name for name, _ in self.fields} - set(SEARCH_FIELDS)
+            if unknown:
+                raise KueriError(f"unknown search field(s) {sorted(unknown)}: use {', '.join(SEARCH_FIELDS)}")
+
+    def analyzer(self, base: AnalyzerConfig) -> AnalyzerConfig:
+        if self.analyzer_preset == "baseline":
+            base = AnalyzerConfig(stoplist="lucene")
+        elif self.analyzer_preset == "main":
+            base = MAIN_ANALYZER
+        changes = {name: getattr(self, name) for name in ("stoplist", "tokenizer", "possessive", "repeated_chars",
+                                                          "synonyms") if getattr(self, name) is not None}
+        if self.stemmer is not None:
+            changes["stemmer"] = None if self.stemmer == "none" else self.stemmer
+        return replace(base, **changes) if changes else base
+
+    def similarity_of(self, base: Similarity) -> Similarity:
+        params = {name: getattr(self, name) for name in ("k1", "b", "mu") if getattr(self, name) is not None}
+        if self.similarity is None and not params:
+            return base
+        return replace(base, kind=self.similarity or base.kind, **params)
 
 
 def _row(number: int, ndcg5: float, description: str, **settings: Any) -> RunConfig:
@@ -112,7 +219,7 @@ _ROWS = {c.name: c for c in TABLE1_SEARCH_ROWS}
 
 def _reranked(number: int, ndcg5: float, base: RunConfig, description: str) -> RunConfig:
     return replace(base, name=f"row-{number:02d}", description=description, paper_ndcg5=ndcg5,
-                   rerank="debater-2022", tag=f"{base.run_tag}_reranked")
+                   quality_rerank="debater-2022", tag=f"{base.run_tag}_reranked")
 
 
 _ROW16 = _row(16, 0.6098, "graded RF from the team's judgments, letter tokenizer, kueristopv2 (manual)",
@@ -141,7 +248,7 @@ QUALITY_RERANK = RunConfig(
     name="quality-rerank",
     description="kueristopv2 + Porter, BM25, title query, offline quality rerank, stance of every hit",
     analyzer=_PORTER_V2,
-    rerank="offline",
+    quality_rerank="offline",
     stance_depth=1000,  # every hit: labelling runs at about 2,300 passages/s
     tag="kueri_quality_rerank",
 )
@@ -150,7 +257,7 @@ QUALITY_RERANK = RunConfig(
 #: similarities (``auto-minilm-e5``: MiniLM and e5 similarities of title and passage and MiniLM
 #: pseudo-relevance feedback; ``auto-neural``: the MiniLM similarity only); trained on the 2020/2021
 #: judgments only.
-AUTO_MINILM_E5 = replace(QUALITY_RERANK, name="auto-minilm-e5", rerank=None, second_stage="second-stage-v2",
+AUTO_MINILM_E5 = replace(QUALITY_RERANK, name="auto-minilm-e5", quality_rerank=None, second_stage="second-stage-v2",
                          description="row 15, then the learned second stage with MiniLM and e5 title-passage "
                          "similarities and MiniLM pseudo-relevance feedback, stance of every hit",
                          tag="kueri_auto_minilm_e5")
@@ -175,7 +282,7 @@ CONFIGS["baseline"] = RunConfig(
 CONFIGS["main-analyzer"] = RunConfig(
     name="main-analyzer",
     description="the original's MainAnalyzer: possessive + repeated-character filter, lucene stoplist",
-    analyzer=AnalyzerConfig(stoplist="lucene", possessive=True, repeated_chars=True),
+    analyzer=MAIN_ANALYZER,
     tag="kueri_main_analyzer",
 )
 

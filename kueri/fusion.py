@@ -30,15 +30,6 @@ def _topic_order(topics: Iterable[str]) -> list[str]:
     return sorted(topics, key=lambda t: (0, int(t), "") if t.isdigit() else (1, 0, t))
 
 
-def _java_order(docs: list[str]) -> list[str]:
-    from kueri.jvm import lucene
-
-    table = lucene().HashMap()
-    for doc in docs:
-        table.put(doc, "")
-    return [str(doc) for doc in table.keySet().toArray()]
-
-
 def reciprocal_rank_fusion(
     runs: Sequence[RankedRun], k: float = DEFAULT_K, depth: int = 1000, tie_order: str = "java"
 ) -> Run:
@@ -55,7 +46,9 @@ def reciprocal_rank_fusion(
                 scores[hit.doc] = scores.get(hit.doc, 0.0) + 1.0 / (k + rank)
         docs = list(scores)
         if tie_order == "java":
-            docs = _java_order(docs)
+            from kueri.lucene import java_hashmap_order  # starts the JVM: only when asked
+
+            docs = java_hashmap_order(docs)
         docs.sort(key=lambda doc: -scores[doc])  # stable: ties keep the map's order
         fused[topic] = [Hit(doc, scores[doc]) for doc in docs[:depth]]
     return fused

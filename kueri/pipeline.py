@@ -9,29 +9,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
-import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from kueri.analyze import AnalyzerConfig, read_stoplist
 from kueri.config import RunConfig, get_config
 from kueri.errors import KueriError
-from kueri.feedback import feedback_run
 from kueri.fusion import ranked, reciprocal_rank_fusion
-from kueri.index import FORMAT_VERSION, MANIFEST, LuceneIndex, build_index
+from kueri.lucene import MANIFEST, AnalyzerConfig, LuceneIndex, Searcher, build_index, feedback_run, read_stoplist
+from kueri.lucene.index import FORMAT_VERSION
 from kueri.parse import PassageReader
 from kueri.parse.passages import corpus_files
 from kueri.quality import rerank
 from kueri.quality.offline import quality_scores_for
 from kueri.records import NO_STANCE, STANCES, Run, Topic
-from kueri.search import Searcher
 
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+log = logging.getLogger(__name__)
 
 
 def corpus_fingerprint(corpus: str | Path) -> list[dict[str, object]]:
@@ -56,14 +52,24 @@ def index_key(corpus: str | Path, analyzer: AnalyzerConfig, skip_bad: bool) -> s
 
 
 def default_workdir() -> Path:
-    """``KUERI_WORKDIR``, else ``work/`` in the project when writable, else a temp folder."""
+    """Where indexes and caches go when no work folder is given.
+
+    ``KUERI_WORKDIR``; else ``work/`` of the checkout when kueri runs from one (as ``my-software.sh``
+    does); else the user's cache, ``$XDG_CACHE_HOME/kueri/work`` (``~/.cache/kueri/work``), as
+    pyserini and ir_datasets keep theirs; else, where that cannot be written, a temp folder.
+    """
     env = os.environ.get("KUERI_WORKDIR")
     if env:
         return Path(env)
-    project = Path(__file__).resolve().parent.parent
-    if os.access(project, os.W_OK):
-        return project / "work"
-    return Path(tempfile.gettempdir()) / "kueri-work"
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and os.access(checkout, os.W_OK):
+        return checkout / "work"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kueri" / "work"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return Path(tempfile.gettempdir()) / "kueri-work"
+    return cache
 
 
 def index_corpus(
@@ -76,6 +82,7 @@ def index_corpus(
     ram_buffer_mb: float = 256.0,
 ) -> LuceneIndex:
     """Build an index of ``corpus`` and report read / indexed / skipped counts."""
+    log.info("indexing %s with %s", corpus, analyzer.summary())
     reader = PassageReader(corpus, skip_bad=skip_bad)
     stats = build_index(
         reader,
@@ -89,12 +96,10 @@ def index_corpus(
             "skipped": lambda: dict(reader.stats.skipped),
         },
     )
-    log(
-        f"{reader.stats.summary()}; indexed {stats.indexed} in {stats.seconds:.1f} s "
-        f"({stats.rate:.0f} passages/s), index {stats.size_bytes / 1e6:.1f} MB at {index_dir}"
-    )
+    log.info("%s; indexed %d in %.1f s (%.0f passages/s), index %.1f MB at %s", reader.stats.summary(), stats.indexed,
+             stats.seconds, stats.rate, stats.size_bytes / 1e6, index_dir)
     for problem in reader.problems:
-        log(f"  skipped {problem}")
+        log.warning("skipped %s", problem)
     return LuceneIndex(index_dir)
 
 
@@ -109,7 +114,7 @@ def cached_index(
     """The index of ``corpus`` under ``analyzer`` in ``workdir``, built only when missing."""
     index_dir = Path(workdir) / f"index-{index_key(corpus, analyzer, skip_bad)}"
     if (index_dir / MANIFEST).is_file():
-        log(f"reusing index {index_dir}")
+        log.info("reusing index %s", index_dir)
         return LuceneIndex(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     return index_corpus(corpus, index_dir, analyzer, skip_bad=skip_bad, progress=progress)
@@ -118,10 +123,8 @@ def cached_index(
 def search_run(index: LuceneIndex, config: RunConfig, topics: Iterable[Topic]) -> Run:
     """The ranking stage of ``config`` over an open index."""
     if index.analyzer_config != config.analyzer:
-        log(
-            f"warning: index {index.path} was built with {index.analyzer_config}, "
-            f"configuration {config.name} asks for {config.analyzer}; searching with the index's"
-        )
+        log.warning("index %s was built with %s, configuration %s asks for %s; searching with the index's",
+                    index.path, index.analyzer_config, config.name, config.analyzer)
     searcher = Searcher(index, config.similarity)
     return searcher.search_topics(topics, config.hits, config.fields, config.filter_objects)
 
@@ -177,9 +180,9 @@ class Pipeline:
             run = self._retrieve(config)
             if config.second_stage:
                 run = self._second_stage(run, config)
-            if config.rerank:
+            if config.quality_rerank:
                 ids = {hit.doc for hits in run.values() for hit in hits}
-                run = rerank(run, quality_scores_for(config.rerank, self.corpus, ids, skip_bad=self.skip_bad))
+                run = rerank(run, quality_scores_for(config.quality_rerank, self.corpus, ids, skip_bad=self.skip_bad))
             if config.stance_depth:
                 run = self._label_stance(run, config.stance_depth)
             validate_run(run, self.topics, config.hits)
@@ -191,7 +194,7 @@ class Pipeline:
 
         model = SecondStageModel.load(config.second_stage)
         # Embeddings are the costly part: kept in the work folder for the next run.
-        encoders = load_encoders(model.encoders, cache_dir=self.workdir)
+        encoders = load_encoders(model.encoders, cache_dir=self.workdir, progress=self.progress)
         # Texts and the extra queries come from the index the run was searched on (its analyzer).
         index = self.index(config.analyzer)
         return second_stage(run, self.topics, index, depth=config.second_stage_depth, model=model,
@@ -204,7 +207,8 @@ class Pipeline:
             self._stance_model = StanceModel.load()
         self.corpus_ids()  # any open index serves: the stored text does not depend on the analyzer
         index = next(iter(self._indexes.values()))
-        return label_run(run, self.topics, index_texts(index), depth=depth, model=self._stance_model)
+        return label_run(run, self.topics, index_texts(index), depth=depth, model=self._stance_model,
+                         progress=self.progress)
 
     def _retrieve(self, config: RunConfig) -> Run:
         if config.fuse:

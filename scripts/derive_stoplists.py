@@ -26,7 +26,7 @@ Counting: a Lucene index built with that analyzer (once, cached in ``--workdir``
 ``totalTermFreq()``) keeping only the top ``--size`` per definition. On the sample: index build
 1.0 s + enumeration 0.2 s (29,496 terms, ~7 us each) in a fresh JVM, 0.2 s when the index is
 cached (the whole command: 1.9 s, then 0.5 s); analysing every passage with
-``kueri.analyze.analyze`` and counting in Python takes 0.74 s (~1.8 us per token, 408,578
+``kueri.lucene.tokenize`` and counting in Python takes 0.74 s (~1.8 us per token, 408,578
 tokens) and gives the same lists. The index route costs one Java
 call per distinct term instead of per token and its index is reused, so it is the one that
 scales to the full corpus.
@@ -57,15 +57,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kueri.analyze import AnalyzerConfig, analyze, build_analyzer, read_stoplist, stoplist_path  # noqa: E402
+from kueri import resources  # noqa: E402
+from kueri.cli import configure_logging  # noqa: E402
 from kueri.errors import KueriError  # noqa: E402
-from kueri.index import CONTENTS_FIELD, LuceneIndex  # noqa: E402
-from kueri.jvm import lucene  # noqa: E402
+from kueri.lucene import CONTENTS_FIELD, AnalyzerConfig, LuceneIndex, read_stoplist, stoplist_path, tokenize  # noqa: E402
 from kueri.parse import read_topics  # noqa: E402
 from kueri.pipeline import cached_index, default_workdir  # noqa: E402
 from kueri.records import Topic  # noqa: E402
 
-SAMPLE = ROOT / "resources" / "sample"
+SAMPLE = resources.sample()
 MEASURES = ("df", "ttf")
 MATCHES = ("stem", "exact")
 #: The words v2 keeps even when they are object terms (the original's v2 still has "in", "the").
@@ -106,27 +106,14 @@ def count_terms(index: LuceneIndex, size: int, field: str = CONTENTS_FIELD) -> T
     that beats the current minimum costs a term-text conversion. Memory: ``size`` terms per
     definition, whatever the vocabulary.
     """
-    L = lucene()
-    multi_terms = L.autoclass("org.apache.lucene.index.MultiTerms")
-    reader = L.cast("org.apache.lucene.index.IndexReader", index.reader)
-    terms = multi_terms.getTerms(reader, field)
-    if terms is None:
-        raise KueriError(f"{index.path}: the index has no terms in the field {field!r}")
     heaps: dict[Definition, list[tuple[int, int, str]]] = {d: [] for d in DEFINITIONS}
-    enum = terms.iterator()
     ordinal = 0
-    while True:
-        term = enum.next()
-        if term is None:
-            break
-        ordinal += 1
-        text = None
-        freqs = {"df": enum.docFreq(), "ttf": enum.totalTermFreq()}
+    for ordinal, (text, df, ttf) in enumerate(index.term_statistics(field), start=1):
+        freqs = {"df": df, "ttf": ttf}
         for (measure, letters), heap in heaps.items():
             freq = freqs[measure]
             if len(heap) == size and freq <= heap[0][0]:
                 continue
-            text = text if text is not None else term.utf8ToString()
             if letters and not text.isalpha():
                 continue
             item = (freq, -ordinal, text)  # among equal frequencies the later (larger) term is weaker
@@ -135,17 +122,13 @@ def count_terms(index: LuceneIndex, size: int, field: str = CONTENTS_FIELD) -> T
             else:
                 heapq.heapreplace(heap, item)
     top = {d: [(text, freq) for freq, _, text in sorted(heap, reverse=True)] for d, heap in heaps.items()}
-    return TermCounts(top, ordinal, int(terms.getSumTotalTermFreq()), int(terms.getDocCount()))
+    totals = index.field_statistics(field)
+    return TermCounts(top, ordinal, totals.tokens, totals.documents)
 
 
 def frequencies(index: LuceneIndex, words: Iterable[str], field: str = CONTENTS_FIELD) -> dict[str, tuple[int, int]]:
     """(df, ttf) of each word in ``field`` (0, 0 when absent)."""
-    L = lucene()
-    result = {}
-    for word in words:
-        term = L.Term(field, word)
-        result[word] = (int(index.reader.docFreq(term)), int(index.reader.totalTermFreq(term)))
-    return result
+    return index.term_frequencies(words, field)
 
 
 # --- the v2 rule -----------------------------------------------------------------------------
@@ -153,15 +136,13 @@ def frequencies(index: LuceneIndex, words: Iterable[str], field: str = CONTENTS_
 
 def object_terms(topics: Sequence[Topic]) -> set[str]:
     """The tokens of every topic's two objects (standard tokenizer + lower case)."""
-    analyzer = build_analyzer(COUNT_ANALYZER)
-    return {token for topic in topics for obj in topic.objects for token in analyze(analyzer, obj)}
+    return {token for topic in topics for obj in topic.objects for token in tokenize(COUNT_ANALYZER, obj)}
 
 
 def _stems(words: Iterable[str]) -> dict[str, str]:
-    analyzer = build_analyzer(STEM_ANALYZER)
     stems = {}
     for word in words:
-        tokens = analyze(analyzer, word)
+        tokens = tokenize(STEM_ANALYZER, word)
         stems[word] = tokens[0] if len(tokens) == 1 else word
     return stems
 
@@ -335,6 +316,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    configure_logging(args.quiet)
     result = derive(args.corpus, args.topics, size=args.size, by=args.by, letters=args.letters, match=args.match,
                     workdir=args.workdir, progress=not args.quiet)
     print("\n".join(result.report))

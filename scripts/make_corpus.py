@@ -13,7 +13,7 @@ DocT5Query-style generated query to every passage, ``...text.<query> generated q
 What makes the passages resemble the real ones (the full corpus is not available to us):
 
 * **text**: runs of 1-3 consecutive sentences of the shipped real sample
-  (``resources/sample/passages.jsonl.gz``, 2,607 passages, 17.9k sentences), so word forms,
+  (``kueri/resources/sample/passages.jsonl.gz``, 2,607 passages, 17.9k sentences), so word forms,
   punctuation, casing and sentence shapes are real;
 * **length**: every passage's length in words is drawn from the sample's own lengths (mean 156,
   1%/50%/99% 97/144/364 words), so the distribution is the real one;
@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SOURCE = ROOT / "resources" / "sample" / "passages.jsonl.gz"
+DEFAULT_SOURCE = ROOT / "kueri" / "resources" / "sample" / "passages.jsonl.gz"
 
 #: Passages per independently seeded block (the unit of determinism and of parallel work).
 BLOCK = 10_000

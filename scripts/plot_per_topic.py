@@ -3,8 +3,8 @@
 
     .venv/bin/pip install -e '.[report]'     # matplotlib
     .venv/bin/python scripts/plot_per_topic.py out/run.txt tests/data/runs/Aldo-Nadi-run5.txt.gz \\
-        --qrels resources/qrels/touche-task2-2022-relevance.qrels --corpus resources/sample/passages.jsonl.gz \\
-        --out per-topic.png
+        --qrels kueri/resources/qrels/touche-task2-2022-relevance.qrels \\
+        --corpus kueri/resources/sample/passages.jsonl.gz --out per-topic.png
 
 One bar per topic: nDCG@5 of RUN minus that of REFERENCE (green: RUN better), topics sorted by the
 difference; the title gives both means and the win / tie / loss counts. ``--corpus`` restricts runs

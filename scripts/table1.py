@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reproduce rows of the paper's Table 1, one named configuration each.
 
-    python scripts/table1.py --all --qrels resources/qrels/touche-task2-2022-relevance.qrels
+    python scripts/table1.py --all --qrels kueri/resources/qrels/touche-task2-2022-relevance.qrels
     python scripts/table1.py --row 7 --row 15 --corpus passages.jsonl.gz --topics topics.xml --out runs/
 
 Writes DIR/row-NN.txt (Touché run format) for each row; indexes are built once per analyzer and
@@ -23,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kueri import resources  # noqa: E402
+from kueri.cli import configure_logging  # noqa: E402
 from kueri.config import TABLE1, RunConfig, get_config  # noqa: E402
 from kueri.errors import KueriError  # noqa: E402
 from kueri.evaluate import evaluate_run, restrict_qrels  # noqa: E402
@@ -30,7 +32,7 @@ from kueri.parse import read_topics  # noqa: E402
 from kueri.pipeline import Pipeline  # noqa: E402
 from kueri.runfile import read_qrels, write_run  # noqa: E402
 
-SAMPLE = ROOT / "resources" / "sample"
+SAMPLE = resources.sample()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -54,8 +56,8 @@ def adapter(args: argparse.Namespace):
     def adapt(config: RunConfig) -> RunConfig:
         if args.rf_qrels and config.feedback:
             config = replace(config, feedback=replace(config.feedback, judgments=args.rf_qrels))
-        if args.quality_scores and config.rerank:
-            config = replace(config, rerank=args.quality_scores)
+        if args.quality_scores and config.quality_rerank:
+            config = replace(config, quality_rerank=args.quality_scores)
         return config
 
     return adapt
@@ -63,6 +65,7 @@ def adapter(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    configure_logging(args.quiet)
     configs = TABLE1 if args.all else [get_config(str(n)) for n in args.row]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

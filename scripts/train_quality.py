@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Rebuild the offline argument-quality model, ``resources/models/quality-ridge-v1.npz``.
+"""Rebuild the offline argument-quality model, ``kueri/resources/models/quality-ridge-v1.npz``.
 
     .venv/bin/python scripts/train_quality.py [--cv] [--out PATH]
 
-Targets: the original team's IBM Debater scores (``resources/quality/debater-quality-scores.tsv``)
-of the shipped sample's passages (``resources/sample/passages.jsonl.gz``). The split is fixed: a
+Targets: the original team's IBM Debater scores (``kueri/resources/quality/debater-quality-scores.tsv``)
+of the shipped sample's passages (``kueri/resources/sample/passages.jsonl.gz``). The split is fixed: a
 passage trains the model when the first byte of the MD5 of its id is even; the others are the
 held-out test, reported here and never used for fitting or for choosing the settings below (those
 were chosen by 5-fold cross-validation inside the training half: ``--cv`` prints it).
@@ -27,6 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kueri import resources  # noqa: E402
 from kueri.parse.passages import PassageReader  # noqa: E402
 from kueri.quality.features import (  # noqa: E402
     CHAR_NGRAM_RANGE,
@@ -39,8 +40,8 @@ from kueri.quality.features import (  # noqa: E402
 )
 from kueri.quality.offline import DEFAULT_MODEL, MODEL_FORMAT, OfflineQualityModel, TfidfBlock, spearman  # noqa: E402
 
-CORPUS = ROOT / "resources" / "sample" / "passages.jsonl.gz"
-TARGETS = ROOT / "resources" / "quality" / "debater-quality-scores.tsv"
+CORPUS = resources.sample() / "passages.jsonl.gz"
+TARGETS = resources.path("quality") / "debater-quality-scores.tsv"
 
 # Chosen by 5-fold CV on the training half (see --cv): char 1-4-grams alone 0.858, + words and
 # surface features in one ridge 0.867; alpha 0.5-2 and feature weight 0.05-0.1 are all within 0.001.

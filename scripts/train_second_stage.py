@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train the second stage (``resources/models/second-stage-v2.json``) on the earlier years' judgments.
+"""Train the second stage (``kueri/resources/models/second-stage-v2.json``) on the earlier years' judgments.
 
     .venv/bin/python scripts/train_second_stage.py                     # rebuild the default model (~5 min)
     .venv/bin/python scripts/train_second_stage.py --features minilm   # second-stage-v1.json
@@ -7,7 +7,7 @@
     .venv/bin/python scripts/train_second_stage.py --depth-curve 50,100,200,300,1000 --out /tmp/m.json
 
 Data: the lexical run of Table 1 row 15 (kueristopv2 + Porter, BM25, title query) on the shipped
-sample (``resources/sample``: 2,607 real passages, the 50 topics of 2022), its top ``--depth`` hits
+sample (``kueri/resources/sample``: 2,607 real passages, the 50 topics of 2022), its top ``--depth`` hits
 per topic with their features (:mod:`kueri.second_stage.features`). Labels come ONLY from the earlier
 years' judgments, Touché 2020 (topics 1-50) and 2021 (topics 51-100), which judge whole ClueWeb12
 documents: a passage inherits the grade its document got for the same topic (doc id = passage id
@@ -47,6 +47,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kueri import resources  # noqa: E402
+from kueri.cli import configure_logging  # noqa: E402
 from kueri.config import get_config  # noqa: E402
 from kueri.errors import KueriError  # noqa: E402
 from kueri.evaluate import evaluate_run  # noqa: E402
@@ -59,10 +61,10 @@ from kueri.runfile import read_qrels  # noqa: E402
 from kueri.second_stage.candidates import Candidates, CandidateTimes, collect  # noqa: E402
 from kueri.second_stage.features import FEATURES, NEURAL_FEATURES, TEXT_FEATURES  # noqa: E402
 from kueri.second_stage.model import DEFAULT_MODEL, LEXICAL_MODEL, MINILM_MODEL, SecondStageModel  # noqa: E402
-from kueri.second_stage.rerank import fuse, load_encoders  # noqa: E402
+from kueri.second_stage.rerank import load_encoders, reorder_head  # noqa: E402
 
-SAMPLE = ROOT / "resources" / "sample"
-QRELS = ROOT / "resources" / "qrels"
+SAMPLE = resources.sample()
+QRELS = resources.qrels()
 EARLIER_QRELS = (QRELS / "touche2020-task2-relevance.qrels", QRELS / "touche-task2-51-100-relevance.qrels")
 FORBIDDEN_QRELS = "touche-task2-2022-relevance.qrels"
 BASE_CONFIG = "row-15"
@@ -244,7 +246,7 @@ def reranked_run(data: Data, scores: np.ndarray, topics: Sequence[str], depth: i
         rows = np.flatnonzero(data.topic == qid)
         hits: list[Hit] = data.candidates[qid].hits
         cut = len(rows) if depth is None else min(depth, len(rows))
-        run[qid] = fuse(hits, scores[rows[:cut]].tolist())
+        run[qid] = reorder_head(hits, scores[rows[:cut]].tolist())
     return run
 
 
@@ -342,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="model file (default: " + ", ".join(f"{name}: {path.name}" for name, (_, path)
                                                                 in FEATURE_SETS.items()) + ")")
     args = parser.parse_args(argv)
+    configure_logging()
     features, default_out = FEATURE_SETS[args.features]
     neural = any(f in NEURAL_FEATURES for f in features)
     out = args.out or default_out

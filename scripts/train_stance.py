@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Rebuild the stance model, ``resources/models/stance-v1.npz`` (see :mod:`kueri.stance.model`).
+"""Rebuild the stance model, ``kueri/resources/models/stance-v1.npz`` (see :mod:`kueri.stance.model`).
 
     .venv/bin/python scripts/train_stance.py [--cv] [--out PATH] [--no-save]
 
 Training data (copied into the repository, never read from elsewhere; never the 2022 stance qrels):
 
-* ``resources/training/compsent19-train.csv``: CompSent-19, 5,759 sentences naming two objects, labelled
+* ``kueri/resources/training/compsent19-train.csv``: CompSent-19, 5,759 sentences naming two objects, labelled
   BETTER / WORSE / NONE (object_a better / worse than object_b, or no comparison);
-* ``resources/training/touche2022-stance-train.tsv``: the official Touché 2022 stance training set, 956
+* ``kueri/resources/training/touche2022-stance-train.tsv``: the official Touché 2022 stance training set, 956
   StackExchange question/answer pairs with answer_stance 0=NO 1=NEUTRAL 2=FIRST 3=SECOND. 511 rows hold a
   numeric id instead of the answer text and are dropped: 445 usable rows.
 
@@ -39,6 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kueri import resources  # noqa: E402
 from kueri.stance.features import (  # noqa: E402
     DENSE_FEATURES,
     OBJ1,
@@ -64,7 +65,7 @@ from kueri.stance.model import (  # noqa: E402
     TfidfBlock,
 )
 
-TRAINING = ROOT / "resources" / "training"
+TRAINING = resources.path("training")
 COMPSENT = TRAINING / "compsent19-train.csv"
 STANCE_TRAIN = TRAINING / "touche2022-stance-train.tsv"
 STANCE_CODES = {"2": "FIRST", "3": "SECOND", "1": "NEUTRAL", "0": "NO"}

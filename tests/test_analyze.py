@@ -2,7 +2,8 @@ import os
 
 import pytest
 
-from kueri.analyze import (
+from kueri.errors import KueriError, SetupError
+from kueri.lucene.analyze import (
     BASELINE_ANALYZER,
     MAIN_ANALYZER,
     AnalyzerConfig,
@@ -12,7 +13,6 @@ from kueri.analyze import (
     read_stoplist,
     wordnet_synsets,
 )
-from kueri.errors import KueriError, SetupError
 
 
 def tokens(config: AnalyzerConfig, text: str) -> list[str]:

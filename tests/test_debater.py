@@ -9,9 +9,9 @@ real client timeout is the point), so the file runs in seconds.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
+import logging
 import os
 import random
 import signal
@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from kueri.cli import main as kueri_main
 from kueri.errors import KueriError, SetupError
 from kueri.quality.debater import (
     DebaterAnswerError,
@@ -36,7 +37,6 @@ from kueri.quality.debater import (
     DebaterKeyError,
     RetryPolicy,
     ScoreFile,
-    main,
     parse_retry_after,
     read_api_key,
     score_with_debater,
@@ -278,14 +278,15 @@ def test_a_batch_that_keeps_failing_is_counted_and_the_rest_goes_on(tmp_path, se
     assert sorted(pid for pid, _ in read_lines(scores)) == sorted(by_sentence.values())
 
 
-def test_the_run_stops_when_the_service_stays_down(tmp_path, server, capsys):
+def test_the_run_stops_when_the_service_stays_down(tmp_path, server, caplog):
+    caplog.set_level(logging.INFO, logger="kueri")
     corpus, _ = make_corpus(tmp_path / "c.jsonl", 20)
     server.plan.extend(["status:503"] * 100)
     summary = score_with_debater(corpus, tmp_path / "s.tsv", client_for(server, tries=2, max_failed_batches=2),
                                  batch_size=4, progress=False)
     assert server.requests == 4  # 2 batches x 2 tries: bounded
     assert (summary.scored, summary.failed, summary.not_sent) == (0, 8, 12)
-    assert "12 not sent" in capsys.readouterr().err
+    assert "12 not sent" in caplog.text
 
 
 # -- faults that stop the run --------------------------------------------------------------------------
@@ -317,7 +318,8 @@ def test_other_http_answers_stop_without_retrying_or_following_redirects(tmp_pat
     assert server.requests == 1
 
 
-def test_a_bad_key_stops_at_once_and_is_never_shown(tmp_path, server, capsys):
+def test_a_bad_key_stops_at_once_and_is_never_shown(tmp_path, server, capsys, caplog):
+    caplog.set_level(logging.DEBUG, logger="kueri")
     corpus, _ = make_corpus(tmp_path / "c.jsonl", 5)
     wrong = "wrong-key-Pq77"
     with pytest.raises(DebaterKeyError, match="refused the API key") as caught:
@@ -325,7 +327,7 @@ def test_a_bad_key_stops_at_once_and_is_never_shown(tmp_path, server, capsys):
     assert isinstance(caught.value, SetupError)  # exit code 2
     assert server.requests == 1
     output = capsys.readouterr()
-    assert wrong not in str(caught.value) + output.out + output.err
+    assert wrong not in str(caught.value) + output.out + output.err + caplog.text
     assert wrong not in repr(client_for(server, key=wrong))
 
 
@@ -383,10 +385,9 @@ def test_parse_retry_after():
 
 
 def test_cli_defaults_are_the_retry_policy_defaults():
-    from kueri.quality.cli import add_quality_parser
+    from kueri.cli import build_parser
 
-    parser = argparse.ArgumentParser()
-    add_quality_parser(parser.add_subparsers(dest="command"))
+    parser = build_parser()
     args = parser.parse_args(["quality", "debater", "--corpus", "c", "--scores", "s"])
     policy = RetryPolicy()
     assert (args.tries, args.backoff, args.max_backoff, args.max_retry_after, args.timeout,
@@ -403,6 +404,9 @@ def test_cli_runs_and_reports_unscored_passages(tmp_path, server, monkeypatch, c
     for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     scores = tmp_path / "s.tsv"
+    def main(argv: list[str]) -> int:
+        return kueri_main(["quality", "debater", *argv])
+
     common = ["--corpus", str(corpus), "--scores", str(scores), "--url", server.url, "--key-file", str(key_file),
               "--batch", "3", "--quiet", "--backoff", "0.01", "--tries", "2"]
     server.plan.extend(["status:500", "status:500"])
@@ -423,7 +427,7 @@ def test_a_killed_run_resumes_sending_only_the_missing_passages(tmp_path, server
     scores = tmp_path / "s.tsv"
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env.update(DEBATER_API_KEY=KEY, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "kueri.quality.debater", "--corpus", str(corpus), "--scores", str(scores),
+    command = [sys.executable, "-m", "kueri", "quality", "debater", "--corpus", str(corpus), "--scores", str(scores),
                "--url", server.url, "--batch", "10", "--quiet", "--backoff", "0.01"]
     server.plan.extend(["ok", "ok", "hold"])  # batches 1 and 2 are answered; batch 3 hangs
     client = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -443,7 +447,9 @@ def test_a_killed_run_resumes_sending_only_the_missing_passages(tmp_path, server
     server.received.clear()
     server.plan.clear()
 
-    rerun = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    # without --quiet: the summary is an info line
+    rerun = subprocess.run([c for c in command if c != "--quiet"], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60)
     assert rerun.returncode == 0, rerun.stderr
     assert "cut off a partially written last line" in rerun.stderr
     assert "31 scored now" in rerun.stderr and "19 already in the score file" in rerun.stderr

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from kueri.analyze import AnalyzerConfig, analyze, build_analyzer, read_stoplist
+from kueri.lucene.analyze import AnalyzerConfig, analyze, build_analyzer, read_stoplist
 from kueri.parse import PassageReader, read_topics
 from kueri.pipeline import cached_index
 from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS
@@ -75,6 +75,7 @@ def test_v2_rule_on_the_shipped_kueristop_gives_the_shipped_kueristopv2():
     assert set(shipped_v2) - set(ds.remove_object_terms(shipped, objects, set(), "stem")) == {"in", "the"}
 
 
+@pytest.mark.slow
 def test_sample_derivation_overlaps_the_shipped_kueristop(sample_derivation):
     result = sample_derivation
     shipped = set(ds.read_ordered("kueristop"))

@@ -2,21 +2,14 @@
 
 import gzip
 import json
-import os
 import shutil
-import subprocess
 import sys
 
 import pytest
 
 from kueri.records import STANCES
 from tests.conftest import QRELS, ROOT, SAMPLE, SAMPLE_CORPUS, SAMPLE_TOPICS
-
-
-def run(args, **kwargs):
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **kwargs.pop("env", {})}
-    return subprocess.run(args, cwd=kwargs.pop("cwd", ROOT), env=env, capture_output=True, text=True,
-                          timeout=600, **kwargs)
+from tests.conftest import run_command as run
 
 
 def check_touche_run(path, topic_numbers):
@@ -37,29 +30,27 @@ def check_touche_run(path, topic_numbers):
     return per_topic
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    return tmp_path_factory.mktemp("work")
-
-
-def test_my_software_on_the_sample_writes_a_valid_run_for_50_topics(tmp_path, workdir, topics):
-    out = tmp_path / "out"
-    # from another directory: the script finds its own project
-    result = run([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(out), "-w", str(workdir)],
-                 cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+@pytest.mark.slow
+def test_my_software_on_the_sample_writes_a_valid_run_for_50_topics(default_tira_run, topics):
+    out, stderr = default_tira_run.out, default_tira_run.stderr
     per_topic = check_touche_run(out / "run.txt", {t.number for t in topics})
     assert len(per_topic) == 50
-    assert "indexed 2607" in result.stderr and "read 2607 passages" in result.stderr
+    assert "indexed 2607" in stderr and "read 2607 passages" in stderr
+    # one line says the effective configuration before the work starts
+    assert "kueri: configuration default" in stderr and "stoplist kueristopv2, porter stemmer" in stderr
     # the default (row 15 + the learned second stage), pinned like the Table 1 rows
     scores = run([sys.executable, "-m", "kueri", "evaluate", str(out / "run.txt"), "--qrels", str(QRELS), "--json"])
     assert scores.returncode == 0, scores.stderr
     result_json = json.loads(scores.stdout.splitlines()[0])
     assert (result_json["topics"], round(result_json["nDCG@5"], 4)) == (50, 0.6193)
-    # the same corpus and configuration again: the index is reused, the run identical
-    again = run([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(tmp_path / "again"), "-w", str(workdir)])
+
+
+@pytest.mark.slow
+def test_a_second_run_reuses_the_work_folder_and_gives_the_same_run(tmp_path, default_tira_run):
+    again = run([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(tmp_path / "again"), "-w",
+                 str(default_tira_run.workdir)])
     assert again.returncode == 0 and "reusing index" in again.stderr
-    assert (tmp_path / "again" / "run.txt").read_text() == (out / "run.txt").read_text()
+    assert (tmp_path / "again" / "run.txt").read_text() == (default_tira_run.out / "run.txt").read_text()
 
 
 def corrupt_input(tmp_path, bad_line_number=1500):
@@ -88,11 +79,12 @@ def test_corrupt_passages_fail_naming_file_and_line_and_write_no_run(tmp_path):
     assert not list((tmp_path / "w").glob("index-*/kueri-index.json"))
 
 
+@pytest.mark.slow
 def test_skip_bad_counts_and_reports(tmp_path, workdir):
     folder = corrupt_input(tmp_path)
     # The shared work folder: the other passages' embeddings (keyed by their text) are reused, the index is new.
     result = run([sys.executable, "-m", "kueri", "tira", "-i", str(folder), "-o", str(tmp_path / "out"),
-                  "--workdir", str(workdir), "--skip-bad", "--quiet"])
+                  "--workdir", str(workdir), "--skip-bad"])
     assert result.returncode == 0, result.stderr
     assert "read 2606 passages from 1 file(s); skipped 1 (1 malformed JSON)" in result.stderr
     assert "indexed 2606" in result.stderr
@@ -117,6 +109,7 @@ def test_usage_error():
     assert result.returncode == 2 and "usage" in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_index_search_evaluate(tmp_path, topics):
     index = tmp_path / "idx"
     result = run([sys.executable, "-m", "kueri", "index", "--corpus", str(SAMPLE_CORPUS), "--index", str(index),
@@ -156,9 +149,7 @@ def test_evaluate_restricted_to_the_corpus_gives_the_subset_reference_values():
     }
 
 
-def test_default_run_carries_real_stance_labels(tmp_path, workdir):
-    out = tmp_path / "out"
-    result = run([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(out), "-w", str(workdir)])
-    assert result.returncode == 0, result.stderr
-    stances = [line.split(" ")[1] for line in (out / "run.txt").read_text().splitlines()]
+@pytest.mark.slow
+def test_default_run_carries_real_stance_labels(default_tira_run):
+    stances = [line.split(" ")[1] for line in (default_tira_run.out / "run.txt").read_text().splitlines()]
     assert "Q0" not in stances and {"FIRST", "SECOND", "NO"} <= set(stances)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from kueri.cli.evaluate import add_parser as add_evaluate_parser
+from kueri.cli.evaluate import run_evaluate, run_name
 from kueri.errors import KueriError
 from kueri.evaluate import (
-    add_evaluate_parser,
     evaluate_run,
     format_table,
     judged_stance_pairs,
@@ -21,8 +22,6 @@ from kueri.evaluate import (
     restrict_qrels,
     restrict_run,
     run_as_dict,
-    run_evaluate,
-    run_name,
 )
 from kueri.records import Hit
 from kueri.runfile import read_qrels, read_run

@@ -1,9 +1,9 @@
 import pytest
 
-from kueri.analyze import AnalyzerConfig
 from kueri.errors import KueriError
-from kueri.feedback import FeedbackConfig, FeedbackModel, Judgment, feedback_run, read_judgments
-from kueri.index import LuceneIndex, build_index
+from kueri.lucene import LuceneIndex, build_index
+from kueri.lucene.analyze import AnalyzerConfig
+from kueri.lucene.feedback import FeedbackConfig, FeedbackModel, Judgment, feedback_run, read_judgments
 from kueri.records import Passage
 
 PASSAGES = [

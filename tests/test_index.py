@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from kueri.analyze import AnalyzerConfig
 from kueri.errors import KueriError
-from kueri.index import MANIFEST, LuceneIndex, build_index
+from kueri.lucene import MANIFEST, LuceneIndex, build_index
+from kueri.lucene.analyze import AnalyzerConfig
 from kueri.parse import PassageReader
 from kueri.records import Passage
 from tests.conftest import ROOT, SAMPLE_CORPUS
@@ -76,3 +76,16 @@ def test_killed_build_leaves_nothing_that_opens(tmp_path):
     build_index(PassageReader(small), target, AnalyzerConfig("lucene"), progress=False)
     with LuceneIndex(target) as index:
         assert index.ids == ["x___1"]
+
+
+def test_check_index_finds_a_damaged_segment(tmp_path):
+    from kueri.lucene import check_index
+
+    target = tmp_path / "idx"
+    build_index([Passage(f"a___{i}", f"cats and dogs {i}") for i in range(1, 50)], target, AnalyzerConfig(),
+                progress=False)
+    assert check_index(target) is None
+    postings = max(target.glob("*.doc"), key=lambda f: f.stat().st_size)  # a segment's postings
+    postings.write_bytes(b"\0" * postings.stat().st_size)
+    problem = check_index(target)
+    assert problem is not None and str(target) in problem

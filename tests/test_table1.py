@@ -27,6 +27,8 @@ EXPECTED = {
     "row-21": (47, 0.6598), "row-22": (47, 0.6519), "row-23": (50, 0.5185), "row-24": (50, 0.5536),
 }
 
+pytestmark = pytest.mark.slow  # every Table 1 row over real indexes of the sample
+
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory, topics):
@@ -91,7 +93,7 @@ def test_quality_rerank_configuration_on_the_sample(pipeline, qrels):
     from kueri.config import get_config
 
     config = get_config("quality-rerank")
-    assert not config.manual and config.rerank == "offline"
+    assert not config.manual and config.quality_rerank == "offline"
     result = evaluate_run(pipeline.run(config), qrels)
     assert (result["topics"], round(result["nDCG@5"], 4)) == (50, 0.5209)
 

@@ -23,13 +23,12 @@ The API key comes from ``DEBATER_API_KEY`` or ``--key-file``; it is never printe
 
 from __future__ import annotations
 
-import argparse
 import email.utils
 import json
+import logging
 import math
 import os
 import random
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ import requests
 
 from kueri.errors import KueriError, SetupError
 from kueri.parse.passages import PassageReader
+from kueri.progress import progress_bar
 from kueri.quality.features import model_text
 from kueri.runfile import format_score
 
@@ -54,8 +54,7 @@ except ImportError:  # pragma: no cover - Windows: no lock
     fcntl = None  # type: ignore[assignment]
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+log = logging.getLogger(__name__)
 
 
 # -- the key ---------------------------------------------------------------------------------------
@@ -336,28 +335,26 @@ def score_with_debater(corpus: str | Path, scores_path: str | Path, client: Deba
     Raises :class:`DebaterKeyError` / :class:`DebaterAnswerError` (after logging the summary so far);
     a batch that stays unavailable after its retries is counted in ``failed``.
     """
-    from tqdm import tqdm
-
     if batch_size < 1:
         raise KueriError(f"--batch must be at least 1, not {batch_size}")
     summary = DebaterSummary()
     start = time.monotonic()
     with ScoreFile(scores_path) as store:
         if store.repaired_bytes:
-            log(f"{scores_path}: cut off a partially written last line ({store.repaired_bytes} bytes); "
-                "its passage is sent again")
+            log.warning("%s: cut off a partially written last line (%d bytes); its passage is sent again",
+                        scores_path, store.repaired_bytes)
         if store.duplicates:
-            log(f"{scores_path}: {store.duplicates} passage(s) appear more than once (the last score counts)")
+            log.warning("%s: %d passage(s) appear more than once (the last score counts)", scores_path,
+                        store.duplicates)
         # A first pass counts what is left, so the progress bar can show an ETA.
         for passage in PassageReader(corpus, skip_bad=skip_bad):
             summary.passages += 1
             summary.cached += passage.id in store.ids
         todo = summary.passages - summary.cached
-        bar = tqdm(total=todo, desc="Debater quality", unit=" passages", disable=not progress, file=sys.stderr,
-                   dynamic_ncols=True, smoothing=0.1)
+        bar = progress_bar("Debater quality", "passages", progress, total=todo)
 
-        def say(message: str) -> None:  # above the progress bar, on stderr
-            tqdm.write(message, file=sys.stderr)
+        def say(message: str) -> None:
+            log.warning("%s", message)
 
         client.on_retry = say
         failed_in_a_row = 0
@@ -384,45 +381,8 @@ def score_with_debater(corpus: str | Path, scores_path: str | Path, client: Deba
             bar.close()
             summary.seconds = time.monotonic() - start
             summary.not_sent = max(0, todo - summary.scored - summary.failed)
-            log(summary.line())
+            log.info("%s", summary.line())
     return summary
 
 
 # -- command line ----------------------------------------------------------------------------------
-
-
-def cmd_debater(args: argparse.Namespace) -> int:
-    if args.tries < 1 or args.max_failed_batches < 1:
-        raise KueriError("--tries and --max-failed-batches must be at least 1")
-    policy = RetryPolicy(tries=args.tries, base_delay=args.backoff, max_delay=args.max_backoff,
-                         max_retry_after=args.max_retry_after, timeout=args.timeout,
-                         max_failed_batches=args.max_failed_batches)
-    client = DebaterClient(read_api_key(args.key_file), url=args.url or DEFAULT_URL, policy=policy)
-    summary = score_with_debater(args.corpus, args.scores, client, batch_size=args.batch,
-                                 progress=not args.quiet, skip_bad=args.skip_bad)
-    if summary.failed or summary.not_sent:
-        log(f"{summary.failed + summary.not_sent} passages have no score yet: run the same command again "
-            "to send only those")
-        return 1
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from kueri.quality.cli import add_debater_arguments
-
-    parser = argparse.ArgumentParser(prog="python -m kueri.quality.debater",
-                                     description="Fill a score file with IBM Debater argument-quality scores.")
-    add_debater_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return cmd_debater(args)
-    except KueriError as exc:
-        print(f"kueri: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("kueri: interrupted (every finished batch is in the score file)", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Offline argument-quality scores: a small linear model that imitates IBM Project Debater's scores.
 
-For users without a Debater key (or without network). The model (``resources/models/quality-*.npz``,
+For users without a Debater key (or without network). The model (``kueri/resources/models/quality-*.npz``,
 rebuilt by ``scripts/train_quality.py``) is one ridge regression over three blocks of features of
 the passage text (contents without backslashes, what the original sent to Debater):
 
@@ -23,7 +23,6 @@ import json
 import math
 import multiprocessing
 import multiprocessing.pool
-import sys
 import time
 import zipfile
 from collections import Counter, deque
@@ -34,15 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
+from kueri import resources
 from kueri.errors import KueriError, SetupError
 from kueri.files import pack_strings, unpack_strings, write_bytes_atomic
 from kueri.parse.passages import PassageReader
+from kueri.progress import progress_bar
 from kueri.quality.features import CHAR_NGRAM_RANGE, TEXT_FEATURES, char_ngrams, model_text, text_features, word_tokens
 from kueri.quality.rerank import as_java_float, read_quality_scores
 from kueri.runfile import format_score, write_lines_atomic
 
-MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
-DEFAULT_MODEL = MODEL_DIR / "quality-ridge-v1.npz"
+DEFAULT_MODEL = resources.path("models", "quality-ridge-v1.npz")
 MODEL_FORMAT = 1
 #: Scores are clipped to Debater's range, so a reranked score never grows (the reranker assumes <= 1).
 SCORE_RANGE = (0.0, 1.0)
@@ -110,7 +110,7 @@ class OfflineQualityModel:
     def load(cls, path: str | Path = DEFAULT_MODEL) -> OfflineQualityModel:
         path = Path(path)
         if not path.is_file():
-            raise SetupError(f"quality model {path} not found (the repository ships resources/models/"
+            raise SetupError(f"quality model {path} not found (the repository ships kueri/resources/models/"
                              f"{DEFAULT_MODEL.name}; scripts/train_quality.py rebuilds it)")
         try:
             with np.load(path, allow_pickle=False) as data:
@@ -250,7 +250,6 @@ def score_corpus(corpus: str | Path, scores_path: str | Path, model_path: str | 
     The file is written atomically: it appears complete or not at all (the run is fast and
     deterministic, so a crashed run is simply repeated).
     """
-    from tqdm import tqdm
 
     start = time.monotonic()
     scored = 0
@@ -258,8 +257,7 @@ def score_corpus(corpus: str | Path, scores_path: str | Path, model_path: str | 
     def lines() -> Iterator[str]:
         nonlocal scored
         results = iter_offline_scores(_corpus_pairs(corpus, ids, skip_bad), model_path, workers)
-        with tqdm(results, desc="offline quality", unit=" passages", disable=not progress, file=sys.stderr,
-                  mininterval=1.0) as bar:
+        with progress_bar("offline quality", "passages", progress, iterable=results) as bar:
             for pid, quality in bar:
                 if "\t" in pid or "\n" in pid:
                     raise KueriError(f"passage id {pid!r} contains a tab or line break: cannot write it")

@@ -9,17 +9,19 @@ keep the input order; ranks are renumbered and nothing is cut.
 
 from __future__ import annotations
 
+import logging
 import struct
-import sys
 from pathlib import Path
 
+from kueri import resources
 from kueri.errors import KueriError
 from kueri.records import Hit, Run
 from kueri.runfile import format_score
 
-QUALITY_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "quality"
+log = logging.getLogger(__name__)
+
 #: The original team's IBM Debater scores (recovered from their run pairs; 64,382 passages).
-SHIPPED_SCORES = {"debater-2022": QUALITY_DIR / "debater-quality-scores.tsv"}
+SHIPPED_SCORES = {"debater-2022": resources.path("quality", "debater-quality-scores.tsv")}
 
 
 def as_java_float(value: float) -> float:
@@ -53,8 +55,7 @@ def read_quality_scores(name_or_path: str) -> dict[str, float]:
             except ValueError:
                 raise KueriError(f"{path}:{number}: quality score {fields[1]!r} is not a number") from None
     if ignored:
-        print(f"quality: ignored {ignored} line(s) of {path} without exactly 2 tab-separated fields",
-              file=sys.stderr)
+        log.warning("quality: ignored %d line(s) of %s without exactly 2 tab-separated fields", ignored, path)
     return scores
 
 

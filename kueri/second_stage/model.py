@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from kueri import resources
 from kueri.errors import SetupError
 from kueri.files import write_bytes_atomic
 from kueri.second_stage.features import FEATURES, NEURAL_FEATURES
 
-MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
+MODEL_DIR = resources.models()
 #: MiniLM and e5 similarities and MiniLM pseudo-relevance feedback: the default configuration's.
 DEFAULT_MODEL = MODEL_DIR / "second-stage-v2.json"
 #: MiniLM similarity only (no e5 weights to install).
@@ -107,7 +108,7 @@ class SecondStageModel:
         if not path.is_file():
             shipped = ", ".join(p.name for p in SHIPPED_MODELS.values())
             raise SetupError(f"second-stage model {path} not found (the repository ships {shipped} in "
-                             f"resources/models): {TRAIN_HINT}")
+                             f"kueri/resources/models): {TRAIN_HINT}")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

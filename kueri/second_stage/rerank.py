@@ -15,21 +15,20 @@ says, under any tie rule. Stance labels are kept with their hits.
 from __future__ import annotations
 
 import hashlib
-import sys
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kueri.errors import KueriError
+from kueri.lucene import LuceneIndex
 from kueri.records import Hit, Run, Topic
 from kueri.second_stage.candidates import CandidateTimes, Encoders, collect
 from kueri.second_stage.model import DEFAULT_MODEL, SecondStageModel
 
-if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type
-    from kueri.index import LuceneIndex
+log = logging.getLogger(__name__)
 
 _MICRO = 1_000_000  # run files keep 6 decimals
 
@@ -52,7 +51,7 @@ def strictly_decreasing(scores: Sequence[float]) -> list[float]:
     return out
 
 
-def fuse(hits: Sequence[Hit], scores: Sequence[float]) -> list[Hit]:
+def reorder_head(hits: Sequence[Hit], scores: Sequence[float]) -> list[Hit]:
     """The first ``len(scores)`` hits sorted by ``scores`` (descending; ties keep the lexical order), then the
     rest of ``hits`` in their order, all with strictly decreasing 6-decimal scores."""
     if len(scores) > len(hits):
@@ -72,14 +71,15 @@ def _warn_if_other_quality_model(model: SecondStageModel, quality_path: Path) ->
     trained with shifts it. Still usable (the run stays valid), so a warning, not an error."""
     trained = model.meta.get("quality_model_sha256")
     if trained and hashlib.sha256(quality_path.read_bytes()).hexdigest() != trained:
-        print(f"second stage: warning: quality model {quality_path} is not the one the second-stage model was "
-              "trained with; retrain it: .venv/bin/python scripts/train_second_stage.py", file=sys.stderr)
+        log.warning("second stage: quality model %s is not the one the second-stage model was trained with; "
+                    "retrain it: python scripts/train_second_stage.py", quality_path)
 
 
-def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_dir: Path | None = None) -> Encoders:
+def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_dir: Path | None = None,
+                  progress: bool = False) -> Encoders:
     """The encoders named in ``needed`` (``minilm``, ``e5``): those ``given``, the others loaded (their
-    passage embeddings kept in ``cache_dir`` when given). Encoders not needed are left out, so their
-    features are not computed."""
+    passage embeddings kept in ``cache_dir`` when given; ``progress``: a bar while they embed). Encoders
+    not needed are left out, so their features are not computed."""
     needed = set(needed)
     unknown = needed - {"minilm", "e5"}
     if unknown:
@@ -87,16 +87,19 @@ def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_di
     given = given or Encoders()
     minilm, e5 = (given.minilm if "minilm" in needed else None), (given.e5 if "e5" in needed else None)
     if "minilm" in needed and minilm is None:
-        from kueri.second_stage.dense import DenseEncoder, EmbeddingCache
+        from kueri.second_stage.embedding_cache import EmbeddingCache
+        from kueri.second_stage.minilm import MiniLMEncoder
 
-        minilm = DenseEncoder()
+        minilm = MiniLMEncoder()
+        minilm.progress = progress
         if cache_dir is not None:
             minilm = EmbeddingCache(minilm, cache_dir / "embeddings-minilm-int8.npz")
     if "e5" in needed and e5 is None:
-        from kueri.second_stage.dense import EmbeddingCache
         from kueri.second_stage.e5 import MAX_TOKENS, E5Encoder
+        from kueri.second_stage.embedding_cache import EmbeddingCache
 
         e5 = E5Encoder()
+        e5.progress = progress
         if cache_dir is not None:
             e5 = EmbeddingCache(e5, cache_dir / f"embeddings-e5-small-q4-{MAX_TOKENS}.npz")
     return Encoders(minilm=minilm, e5=e5)
@@ -142,10 +145,9 @@ def second_stage(
     reranked: Run = {}
     for qid, hits in run.items():
         if qid in candidates:
-            reranked[qid] = fuse(hits, model.score(candidates[qid].features).tolist())
+            reranked[qid] = reorder_head(hits, model.score(candidates[qid].features).tolist())
         else:
             reranked[qid] = list(hits)
     times.extra["total"] = time.perf_counter() - started
-    if progress:
-        print(f"second stage: {times.summary()}; {times.extra['total']:.1f} s in all", file=sys.stderr, flush=True)
+    log.info("second stage: %s; %.1f s in all", times.summary(), times.extra["total"])
     return reranked

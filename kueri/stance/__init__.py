@@ -1,7 +1,7 @@
 """stance: label the hits of a run FIRST / SECOND / NEUTRAL / NO towards the topic's two objects.
 
 :func:`label_run` is the stage (``kueri stance`` its command, :mod:`kueri.stance.cli`);
-:class:`StanceModel` the shipped model (``resources/models/stance-v1.npz``, rebuilt by
+:class:`StanceModel` the shipped model (``kueri/resources/models/stance-v1.npz``, rebuilt by
 ``scripts/train_stance.py``); :mod:`kueri.stance.features` the object masking both share.
 """
 

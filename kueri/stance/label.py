@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kueri.errors import KueriError
+from kueri.progress import progress as with_progress
 from kueri.records import Hit, Run, Topic
 from kueri.stance.features import ObjectMatcher, mask_passage
 from kueri.stance.model import DEFAULT_MODEL, LABELS, StanceModel
 
 if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type
-    from kueri.index import LuceneIndex
+    from kueri.lucene.index import LuceneIndex
 
 #: Texts for :func:`label_run`: ``{passage id: contents}``, or ids -> contents in the same order.
 Texts = Mapping[str, str] | Callable[[Sequence[str]], Sequence[str]]
@@ -64,13 +65,14 @@ def label_run(
     depth: int | None = DEFAULT_DEPTH,
     model: StanceModel | str | Path | None = None,
     summary: LabelSummary | None = None,
+    progress: bool = False,
 ) -> Run:
     """A copy of ``run`` whose top ``depth`` hits per topic (all with ``None`` or 0) carry a stance label.
 
     FIRST / SECOND favour the first / second object of the topic's ``<objects>``. ``model``: an open
     :class:`StanceModel`, a model file, or None for the shipped one. Every topic of the run must be among
     ``topics`` (its objects are needed); a passage without a text raises :class:`KueriError`.
-    ``summary``, when given, is filled with counts and timing.
+    ``summary``, when given, is filled with counts and timing; ``progress``: a bar over the topics.
     """
     if depth is not None and depth < 0:
         raise KueriError(f"stance: depth must be at least 0, not {depth}")
@@ -80,7 +82,7 @@ def label_run(
     by_number = {topic.number: topic for topic in topics}
     counts = dict.fromkeys(LABELS, 0)
     labelled: Run = {}
-    for qid, hits in run.items():
+    for qid, hits in with_progress(run.items(), "stance", "topics", enabled=progress, total=len(run)):
         topic = by_number.get(qid)
         if topic is None:
             raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
@@ -109,7 +111,7 @@ def needed_ids(run: Run, depth: int | None = DEFAULT_DEPTH) -> set[str]:
 
 
 def index_texts(index: LuceneIndex) -> Callable[[Sequence[str]], Sequence[str]]:
-    """Texts from an open :class:`~kueri.index.LuceneIndex` (its stored ``contents``)."""
+    """Texts from an open :class:`~kueri.lucene.index.LuceneIndex` (its stored ``contents``)."""
 
     def lookup(ids: Sequence[str]) -> Sequence[str]:
         return index.contents_of(ids, "stance")

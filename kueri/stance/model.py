@@ -1,7 +1,7 @@
 """The shipped stance model: which object of a comparative topic a passage favours, if any.
 
 Two linear models over object-masked text (:mod:`kueri.stance.features`), stored together in
-``resources/models/stance-v1.npz`` (plain arrays and a JSON header, no pickle) and rebuilt by
+``kueri/resources/models/stance-v1.npz`` (plain arrays and a JSON header, no pickle) and rebuilt by
 ``scripts/train_stance.py``:
 
 * a **sentence** model, trained on CompSent-19 (web sentences naming two objects, labelled BETTER /
@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kueri import resources
 from kueri.errors import KueriError, SetupError
 from kueri.files import pack_strings, unpack_strings, write_bytes_atomic
 from kueri.stance.features import (
@@ -66,8 +67,7 @@ from kueri.stance.features import (
     swap_tokens,
 )
 
-MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
-DEFAULT_MODEL = MODEL_DIR / "stance-v1.npz"
+DEFAULT_MODEL = resources.path("models", "stance-v1.npz")
 MODEL_FORMAT = 1
 #: Passage classes in the order of the model's rows; FIRST = pro the topic's first object.
 LABELS = ("FIRST", "SECOND", "NEUTRAL", "NO")
@@ -161,7 +161,7 @@ class StanceModel:
     def load(cls, path: str | Path = DEFAULT_MODEL) -> StanceModel:
         path = Path(path)
         if not path.is_file():
-            raise SetupError(f"stance model {path} not found: the repository ships resources/models/"
+            raise SetupError(f"stance model {path} not found: the repository ships kueri/resources/models/"
                              f"{DEFAULT_MODEL.name}; rebuild it with `python scripts/train_stance.py`")
         try:
             with np.load(path, allow_pickle=False) as data:

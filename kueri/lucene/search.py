@@ -11,7 +11,8 @@ The query is built by Lucene's own classic query parsers, exactly as the origina
   object word which is a stopword parses to an empty query and empties the topic; ``fixed`` drops
   such words.
 
-Scores ties go to the lower doc id, i.e. corpus order (see :mod:`kueri.index`).
+Scores ties go to the lower doc id, i.e. corpus order (see :mod:`kueri.lucene.index`).
+:class:`PassageScorer` scores a query for given passages only (the second stage's extra queries).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kueri.errors import KueriError
-from kueri.index import SEARCH_FIELDS, LuceneIndex
-from kueri.jvm import java_error_message, lucene
+from kueri.lucene.index import ID_FIELD, SEARCH_FIELDS, LuceneIndex
+from kueri.lucene.jvm import java_error_message, java_hashmap_order, lucene
 from kueri.records import Hit, Run, Topic
 
 FILTER_MODES = ("off", "faithful", "fixed")
@@ -52,6 +53,13 @@ class Similarity:
             return L.LMDirichletSimilarity(self.mu)
         return L.ClassicSimilarity()
 
+    def summary(self) -> str:
+        if self.kind == "bm25":
+            return f"BM25 (k1={self.k1:g}, b={self.b:g})"
+        if self.kind == "lmd":
+            return f"LM-Dirichlet (mu={self.mu:g})"
+        return "TF-IDF (Lucene's classic)"
+
     @property
     def tag_code(self) -> str:
         """The original's tag part: first 3 characters of the first word of Lucene's description.
@@ -60,14 +68,6 @@ class Similarity:
         which the original crashed: here it gives ``LM`` (a fix).
         """
         return {"bm25": "BM2", "tfidf": "Cla", "lmd": "LM"}[self.kind]
-
-
-def java_hashmap_order(names: Iterable[str]) -> list[str]:
-    """The iteration order of a Java ``HashMap`` holding ``names`` (the original's field order)."""
-    table = lucene().HashMap()
-    for name in names:
-        table.put(name, None)
-    return [str(name) for name in table.keySet().toArray()]
 
 
 class QueryBuilder:
@@ -195,3 +195,31 @@ class Searcher:
                 run[topic.number] = hits
         return run
 
+
+class PassageScorer:
+    """Scores of a query for given passages only: the query AND a filter on their ids.
+
+    Restricting to the passages gives their exact scores (a plain top-k search would give 0 to a
+    passage ranked below k on the full corpus) at the cost of one search per call.
+    """
+
+    def __init__(self, index: LuceneIndex, similarity: Similarity | None = None) -> None:
+        self.searcher = Searcher(index, similarity)
+        self.builder = QueryBuilder(index.analyzer(), DEFAULT_FIELDS)
+
+    def scores(self, text: str, pids: Sequence[str]) -> list[float]:
+        """The score of ``text`` (parsed like a title) for each of ``pids`` (0 where it does not match)."""
+        L = lucene()
+        if not pids:
+            return []
+        query = self.builder.parse(text)
+        if query.toString() == "":  # only stopwords: nothing to score
+            return [0.0] * len(pids)
+        terms = L.ArrayList()
+        for pid in pids:
+            terms.add(L.BytesRef(pid, signature="(Ljava/lang/CharSequence;)V"))
+        builder = L.BooleanQueryBuilder()
+        builder.add(query, L.Occur.MUST)
+        builder.add(L.TermInSetQuery(ID_FIELD, terms), L.Occur.FILTER)
+        found = {hit.doc: hit.score for hit in self.searcher.search_query(builder.build(), len(pids))}
+        return [found.get(pid, 0.0) for pid in pids]

@@ -5,7 +5,7 @@ calling thread, so one process indexes on one core. To use more, the corpus is c
 contiguous **chunks** (``chunk_passages`` passages each, 50,000 by default), each chunk is indexed
 into its own **shard** by a worker process (its own Python and JVM, heap ``KUERI_WORKER_HEAP``,
 512m by default), and the shards' segments are joined in chunk order into one index of the
-format :mod:`kueri.index` documents. Scores do not depend on how an index is cut into segments
+format :mod:`kueri.lucene.index` documents. Scores do not depend on how an index is cut into segments
 (BM25, LM and TF-IDF take index-wide statistics) and doc ids follow the order of the segments, so
 the joined index has the same doc ids as one writer would give: the same scores and the same
 ties, in corpus order (the tests compare every ranking with a sequential build's).
@@ -16,7 +16,7 @@ Who does what:
   validation, duplicate check, skip counts and ``file:line`` errors), writes ``ids.txt`` and streams
   batches of passages to the worker of the current chunk, the one with the least work queued;
   each worker's queue holds a whole chunk, so that both work while this process streams the next;
-* a worker (``python -m kueri.shards --worker``) builds each chunk it is given with
+* a worker (``python -m kueri.lucene.shards --worker``) builds each chunk it is given with
   :func:`build_shard` (a complete kueri index of that part, whose segment names are unique to the
   chunk) and acknowledges batches as Lucene takes them;
 * at the end a worker joins the shards with :func:`join_shards`: their segment files are moved,
@@ -28,13 +28,14 @@ and no complete index. A corpus of at most one chunk is indexed in this process,
 
 For scale-out, :func:`build_shard` is a function of (passages of a corpus part, shard directory,
 analyzer config) with no shared state; :func:`merge_indexes` joins finished shards into one index
-(``IndexWriter.addIndexes``, which copies) and :func:`open_shards` searches a list of shards as one
+(``IndexWriter.addIndexes``, which copies) and :func:`kueri.lucene.index.open_shards` searches a list of shards as one
 (a ``MultiReader``) without joining them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import queue
@@ -51,23 +52,23 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import IO, Any
 
-from kueri.analyze import AnalyzerConfig
+import kueri
 from kueri.errors import KueriError
-from kueri.index import (
-    IDS_FILE,
+from kueri.lucene.analyze import AnalyzerConfig
+from kueri.lucene.index import IDS_FILE, directory_size, read_manifest
+from kueri.lucene.jvm import java_error_message, lucene
+from kueri.lucene.writer import (
     IndexStats,
-    LuceneIndex,
     build_sequential,
-    directory_size,
+    indexing_bar,
     open_writer,
-    progress_bar,
     publish,
-    read_manifest,
     start_partial,
     write_manifest,
 )
-from kueri.jvm import java_error_message, lucene
 from kueri.records import Passage
+
+log = logging.getLogger(__name__)
 
 #: Passages per chunk (= per shard). Each shard becomes one segment of the joined index (a chunk
 #: needs ~70 MB of RAM buffer); at the end one worker may still build while the other is done,
@@ -149,15 +150,14 @@ def join_shards(target: Path, shard_dirs: Sequence[Path]) -> None:
     and fsync of every byte (``IndexWriter.addIndexes``). The shards are consumed.
     """
     L = lucene()
-    segment_infos = L.autoclass("org.apache.lucene.index.SegmentInfos")
     joined = None
     names: set[str] = set()
     try:
         for shard in shard_dirs:
             directory = L.FSDirectory.open(L.File(str(shard)).toPath())
-            infos = segment_infos.readLatestCommit(directory)
+            infos = L.SegmentInfos.readLatestCommit(directory)
             if joined is None:
-                joined = segment_infos(infos.getIndexCreatedVersionMajor())
+                joined = L.SegmentInfos(infos.getIndexCreatedVersionMajor())
             for i in range(infos.size()):
                 commit_info = infos.info(i)
                 name = commit_info.info.name
@@ -189,8 +189,7 @@ def add_indexes(target: Path, shard_dirs: Sequence[Path]) -> None:
     try:
         # Read the shards through NIOFSDirectory, not the default memory-mapped one: copying
         # mapped files would count every copied page in this process's resident memory.
-        niofs = L.autoclass("org.apache.lucene.store.NIOFSDirectory")
-        directories = [niofs(L.File(str(d)).toPath()) for d in shard_dirs]
+        directories = [L.NIOFSDirectory(L.File(str(d)).toPath()) for d in shard_dirs]
         writer.addIndexes(*directories)  # Directory... varargs: pyjnius matches them spread, not as a list
         writer.commit()
         writer.close()
@@ -241,46 +240,6 @@ def merge_indexes(
     return IndexStats(indexed, seconds, directory_size(index_dir), expanded)
 
 
-class ShardedIndex(LuceneIndex):
-    """Several shard indexes searched as one (a Lucene ``MultiReader``), in the order given.
-
-    Doc ids, statistics and so scores are those of the joined index :func:`merge_indexes` makes.
-    """
-
-    def __init__(self, shard_dirs: Sequence[str | Path]) -> None:
-        # LuceneIndex.__init__ opens one directory; this sets the same attributes from several
-        L = lucene()
-        self.shards = [Path(d) for d in shard_dirs]
-        if not self.shards:
-            raise KueriError("no shards to open")
-        parts = [LuceneIndex(d) for d in self.shards]
-        configs = {p.analyzer_config for p in parts}
-        if len(configs) != 1:
-            for p in parts:
-                p.close()
-            raise KueriError("shards built with different analyzers cannot be searched as one")
-        self.path = self.shards[0].parent
-        self.analyzer_config = configs.pop()
-        self.manifest = {
-            **parts[0].manifest,
-            "indexed": sum(int(p.manifest["indexed"]) for p in parts),
-            "expanded": sum(int(p.manifest.get("expanded", 0)) for p in parts),
-            "shards": [str(d) for d in self.shards],
-        }
-        self.reader = L.MultiReader(
-            [p.reader for p in parts], True, signature="([Lorg/apache/lucene/index/IndexReader;Z)V"
-        )  # True: closing it closes the shards' readers
-        self.ids = [pid for p in parts for pid in p.ids]
-        self._docids = None
-        self._analyzers = {}
-
-
-def open_shards(shard_dirs: Sequence[str | Path]) -> LuceneIndex:
-    """A list of shards as one searchable index (one shard: that index itself)."""
-    return LuceneIndex(shard_dirs[0]) if len(shard_dirs) == 1 else ShardedIndex(shard_dirs)
-
-
-# --- the parallel build: this process reads, workers index -------------------------------------------------
 
 
 @dataclass
@@ -311,13 +270,13 @@ class _WorkerPool:
         self.chunks = 0
         self.joined = False
         heap = os.environ.get("KUERI_WORKER_HEAP", DEFAULT_WORKER_HEAP)
-        package_root = str(Path(__file__).resolve().parent.parent)
+        package_root = str(Path(kueri.__file__).resolve().parent.parent)
         env = {**os.environ, "KUERI_HEAP": heap}
         jvm_options = os.environ.get("KUERI_WORKER_JVM_OPTIONS", DEFAULT_WORKER_JVM_OPTIONS)
         if jvm_options:
             env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {jvm_options}".strip()
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        command = [sys.executable, "-m", "kueri.shards", "--worker", str(os.getpid())]
+        command = [sys.executable, "-m", "kueri.lucene.shards", "--worker", str(os.getpid())]
         for number in range(count):
             process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
             # Room for a whole chunk (~60 MB): this process streams one chunk at a time, so while it
@@ -458,7 +417,7 @@ def build_parallel(
     progress: bool = True,
     metadata: dict[str, Any] | None = None,
 ) -> IndexStats:
-    """:func:`kueri.index.build_index` with ``workers`` processes (see the module docstring)."""
+    """:func:`kueri.lucene.build.build_index` with ``workers`` processes (see the module docstring)."""
     chunk_size = resolve_chunk(chunk_passages)
     started = time.perf_counter()
     iterator = iter(passages)
@@ -483,7 +442,7 @@ def build_parallel(
     partial = start_partial(index_dir)
     shards_dir = partial / SHARDS_SUBDIR
     indexed = expanded = 0
-    bar = progress_bar(progress)
+    bar = indexing_bar(progress)
     try:
         with open(partial / IDS_FILE, "w", encoding="utf-8") as ids:
             write = ids.write
@@ -518,8 +477,7 @@ def build_parallel(
             bar.update(indexed - bar.n)
         del first
         bar.close()
-        if progress:
-            print(f"indexing the last chunks, then joining {chunk + 1} shards of {indexed} passages ...", flush=True)
+        log.info("indexing the last chunks, then joining %d shards of %d passages ...", chunk + 1, indexed)
         done = pool.wait_for_chunks()
         if sum(d[0] for d in done.values()) != indexed:
             raise KueriError(f"the shards hold {sum(d[0] for d in done.values())} passages, {indexed} were sent")
@@ -558,7 +516,7 @@ def _die_with_parent(parent: int) -> None:
 
 def _warm_up(analyzer_config: AnalyzerConfig) -> None:
     """Start the JVM and load the classes of a build while the parent still reads the first chunk."""
-    from kueri.analyze import build_analyzer
+    from kueri.lucene.analyze import build_analyzer
 
     # The JVM announces JAVA_TOOL_OPTIONS on stderr when it starts ("Picked up ..."): not news
     # for the user, so stderr is muted for that moment only.
@@ -631,4 +589,4 @@ def _worker_main(parent: int) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         sys.exit(_worker_main(int(sys.argv[2])))
-    sys.exit("usage: python -m kueri.shards --worker PARENT_PID (started by kueri.shards.build_parallel)")
+    sys.exit("usage: python -m kueri.lucene.shards --worker PARENT_PID (started by kueri.lucene.shards.build_parallel)")

@@ -1,8 +1,9 @@
-"""The bridge to Lucene: the only module that imports ``jnius``.
+"""The bridge to Lucene: the only module that imports ``jnius``, and the only way to a Java class.
 
 JVM options (heap, classpath) can be set only before the first ``import jnius`` and a JVM cannot
 be restarted, so this module starts it once, lazily, on the first call of :func:`lucene`, and
-hands out Java classes looked up once and cached.
+hands out Java classes looked up once and cached: every class kueri uses is registered by a
+short name in :attr:`_Lucene.CLASSES` (``lucene().IndexWriter``), so one table lists all of them.
 
 Lucene 9.9.1 comes from the Anserini fat jar inside pyserini 0.25.0 (installed ``--no-deps``);
 pyserini itself is never imported (it would pull torch). ``KUERI_JAR`` overrides the jar,
@@ -17,6 +18,7 @@ import glob
 import importlib.util
 import os
 import shutil
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,17 @@ class _Lucene:
         "Float": "java.lang.Float",
         "LinkedHashMap": "java.util.LinkedHashMap",
         "StandardAnalyzer": "org.apache.lucene.analysis.standard.StandardAnalyzer",
+        "TermInSetQuery": "org.apache.lucene.search.TermInSetQuery",
+        "BytesRef": "org.apache.lucene.util.BytesRef",
+        "ArrayList": "java.util.ArrayList",
+        # index internals: shards, joins, statistics, checks
+        "SegmentInfos": "org.apache.lucene.index.SegmentInfos",
+        "Version": "org.apache.lucene.util.Version",
+        "NoMergePolicy": "org.apache.lucene.index.NoMergePolicy",
+        "NIOFSDirectory": "org.apache.lucene.store.NIOFSDirectory",
+        "MultiTerms": "org.apache.lucene.index.MultiTerms",
+        "IndexReader": "org.apache.lucene.index.IndexReader",
+        "CheckIndex": "org.apache.lucene.index.CheckIndex",
     }
 
     def __init__(self) -> None:
@@ -140,14 +153,24 @@ class _Lucene:
         setattr(self, name, cls)  # cached: later lookups are plain attribute reads
         return cls
 
-    def autoclass(self, qualified: str) -> Any:
-        return self._jnius.autoclass(qualified)
-
 
 @cache
 def lucene() -> _Lucene:
     """The started JVM's Lucene classes; starts the JVM on the first call."""
     return _Lucene()
+
+
+def java_hashmap_order(keys: Iterable[str]) -> list[str]:
+    """The iteration order of a Java ``HashMap`` into which ``keys`` were put in this order.
+
+    The original iterated ``HashMap``s (search fields, feedback terms, fused documents), and that
+    order decides float sums and ties; a real ``HashMap`` reproduces it exactly. Putting a key again
+    does not move it, so repeated keys may be passed.
+    """
+    table = lucene().HashMap()
+    for key in keys:
+        table.put(key, None)
+    return [str(key) for key in table.keySet().toArray()]
 
 
 def java_error_message(exc: BaseException) -> str:

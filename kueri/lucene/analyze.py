@@ -10,16 +10,18 @@ factories with ``CustomAnalyzer.builder()``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kueri import resources
 from kueri.errors import KueriError, SetupError
-from kueri.jvm import java_error_message, lucene
+from kueri.lucene.jvm import java_error_message, lucene
 
-STOPLIST_DIR = Path(__file__).resolve().parent.parent / "resources" / "stoplists"
+STOPLIST_DIR = resources.stoplists()
 
 #: The original's MultipleCharsFilter: every run of 3+ identical characters shrinks to 2
 #: (``soooo`` -> ``soo``, ``1000000`` -> ``100``); a regex does the same on a token.
@@ -82,6 +84,19 @@ class AnalyzerConfig:
             raise KueriError(f"unknown synonyms {self.synonyms!r}: use wordnet or none")
         if self.stoplist != "none":
             stoplist_path(self.stoplist)  # fail early, with the list of known names
+
+    def summary(self) -> str:
+        """The chain in words, for the line that says what a build or a run uses."""
+        steps = [f"{self.tokenizer} tokenizer", "lower case"]
+        if self.possessive:
+            steps.append("English possessive")
+        if self.repeated_chars:
+            steps.append("repeated characters")
+        steps.append("no stop filter" if self.stoplist == "none" else f"stoplist {stoplist_name(self.stoplist)}")
+        if self.synonyms:
+            steps.append(f"{self.synonyms} synonyms")
+        steps.append(f"{self.stemmer} stemmer" if self.stemmer else "no stemmer")
+        return ", ".join(steps)
 
     def describe(self) -> dict[str, Any]:
         """JSON-able description (index manifests compare it to reuse indexes)."""
@@ -148,6 +163,17 @@ def build_analyzer(config: AnalyzerConfig, for_query: bool = False) -> Any:
         return builder.build()
     except L.JavaException as exc:
         raise KueriError(f"cannot build the analyzer {config}: {java_error_message(exc)}") from exc
+
+
+@functools.cache
+def cached_analyzer(config: AnalyzerConfig, for_query: bool = False) -> Any:
+    """One analyzer per configuration and side, built on first use (analyzers are thread-safe and reusable)."""
+    return build_analyzer(config, for_query)
+
+
+def tokenize(config: AnalyzerConfig, text: str, for_query: bool = False) -> list[str]:
+    """The terms ``config``'s chain makes of ``text``: what the index holds, or a query asks for."""
+    return analyze(cached_analyzer(config, for_query), text)
 
 
 def analyze(analyzer: Any, text: str, field: str = "contents") -> list[str]:

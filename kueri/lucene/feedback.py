@@ -8,7 +8,8 @@ per (grade 1..3, term), parsed by a classic query parser with Lucene's StandardA
 no title query, no negative part, no normalisation. BM25 (1.2, 0.75) on ``contents``, top 1000.
 
 Clause order decides float sums and so the last bits of scores and ties; the original iterated
-Java ``HashMap``s, so the maps here are real Java ``HashMap``s filled in the same order.
+Java ``HashMap``s, so the terms are taken in a real Java ``HashMap``'s order
+(:func:`~kueri.lucene.jvm.java_hashmap_order` of the terms in the order they were first put).
 
 ``faithful`` (``escape_terms=False``) parses terms unescaped as the original did: a term such as
 ``text:text:text`` (standard tokenizer) makes the parser fail and the original's run stopped there,
@@ -18,17 +19,19 @@ original (``missing="error"``); ``missing="skip"`` skips it with a warning.
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from kueri import resources
 from kueri.errors import KueriError
-from kueri.index import CONTENTS_FIELD, LuceneIndex
-from kueri.jvm import java_error_message, lucene
+from kueri.lucene.index import CONTENTS_FIELD, LuceneIndex
+from kueri.lucene.jvm import java_error_message, java_hashmap_order, lucene
+from kueri.lucene.search import Searcher, Similarity
 from kueri.records import Hit, Run
-from kueri.search import Searcher, Similarity
+
+log = logging.getLogger(__name__)
 
 GRADES = (1, 2, 3)
 MAX_CLAUSES = 16384  # the original raised Lucene's limit to this
@@ -38,7 +41,7 @@ MAX_CLAUSES = 16384  # the original raised Lucene's limit to this
 class FeedbackConfig:
     """Where the judgments come from and how faithfully the original is followed."""
 
-    judgments: str = "kueri-manual"  # a path, or a qrels file shipped in resources/qrels by stem
+    judgments: str = "kueri-manual"  # a path, or a qrels file shipped in kueri/resources/qrels by stem
     escape_terms: bool = False  # False: as the original (a term with ':' may break a topic)
     missing: str = "error"  # "error" as the original, or "skip" judged passages not in the index
     hits: int = 1000
@@ -53,13 +56,12 @@ class FeedbackConfig:
         return resolve_judgments(self.judgments)
 
 
-QRELS_DIR = Path(__file__).resolve().parent.parent / "resources" / "qrels"
 SHIPPED_JUDGMENTS = {"kueri-manual": "kueri-manual-qrels.txt"}
 
 
 def resolve_judgments(name_or_path: str) -> Path:
     if name_or_path in SHIPPED_JUDGMENTS:
-        return QRELS_DIR / SHIPPED_JUDGMENTS[name_or_path]
+        return resources.path("qrels", SHIPPED_JUDGMENTS[name_or_path])
     path = Path(name_or_path)
     if not path.is_file():
         raise KueriError(f"judgments file {name_or_path!r} not found (shipped: {', '.join(SHIPPED_JUDGMENTS)})")
@@ -95,31 +97,13 @@ def read_judgments(path: str | Path) -> list[Judgment]:
     return judgments
 
 
-def _term_vector(index: LuceneIndex, docid: int) -> list[tuple[str, int]]:
-    """(term, frequency) of a passage's ``contents`` term vector, in sorted term order."""
-    terms = index.reader.termVectors().get(docid, CONTENTS_FIELD)
-    if terms is None:
-        return []
-    iterator = terms.iterator()
-    result = []
-    term = iterator.next()
-    while term is not None:
-        result.append((term.utf8ToString(), iterator.totalTermFreq()))
-        term = iterator.next()
-    return result
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 class FeedbackModel:
     """The (topic, grade) -> {term: tf} maps built from judgments over one index."""
 
     def __init__(self, index: LuceneIndex, judgments: Iterable[Judgment], missing: str = "error") -> None:
-        L = lucene()
+        # term -> tf per (topic, grade); a dict keeps the order terms were first put, from which
+        # java_hashmap_order gives the original's HashMap order
         self.frequencies: dict[tuple[int, int], dict[str, int]] = {}
-        self.order: dict[tuple[int, int], Any] = {}  # Java HashMaps: their key order is the original's
         self.missing: list[Judgment] = []
         vectors: dict[int, list[tuple[str, int]]] = {}
         for judgment in judgments:
@@ -127,23 +111,18 @@ class FeedbackModel:
             if docid is None:
                 if missing == "error":
                     raise KueriError(
-                        f"judged passage {judgment.passage} (judgments line {judgment.line}) is not in the "
-                        f"index; the original aborted here: use missing='skip' (--rf-skip-missing) to skip it"
+                        f"judged passage {judgment.passage} (judgments line {judgment.line}) is not in the index; "
+                        "the original aborted here: use missing='skip' (kueri feedback --skip-missing) to skip it"
                     )
                 self.missing.append(judgment)
                 continue
-            key = (judgment.topic, judgment.grade)
-            if key not in self.order:
-                self.order[key] = L.HashMap()
-                self.frequencies[key] = {}
-            java_map, tfs = self.order[key], self.frequencies[key]
+            tfs = self.frequencies.setdefault((judgment.topic, judgment.grade), {})
             if docid not in vectors:
-                vectors[docid] = _term_vector(index, docid)
+                vectors[docid] = index.term_vector(docid, CONTENTS_FIELD)
             for term, tf in vectors[docid]:
-                java_map.put(term, "")
                 tfs[term] = tf  # overwrite: the last judged passage of this grade wins
         if self.missing:
-            log(f"feedback: skipped {len(self.missing)} judgment(s) whose passage is not in the index")
+            log.warning("feedback: skipped %d judgment(s) whose passage is not in the index", len(self.missing))
 
     def topics(self) -> list[int]:
         return sorted({topic for topic, grade in self.frequencies if grade in GRADES})
@@ -152,11 +131,10 @@ class FeedbackModel:
         """(term, boost text) in the original's order: grades 1..3, Java HashMap order within."""
         result = []
         for grade in GRADES:
-            java_map = self.order.get((topic, grade))
-            if java_map is None:
+            tfs = self.frequencies.get((topic, grade))
+            if tfs is None:
                 continue
-            tfs = self.frequencies[(topic, grade)]
-            for term in java_map.keySet().toArray():
+            for term in java_hashmap_order(tfs):
                 # Java: tf * Math.pow(j, 2) printed as a double, e.g. "12.0"
                 result.append((term, repr(float(tfs[term] * grade**2))))
         return result
@@ -181,10 +159,8 @@ def feedback_run(index: LuceneIndex, config: FeedbackConfig, topics: Iterable[st
                 builder.add(parser.parse(f"{text}^{boost}"), L.Occur.SHOULD)
         except L.JavaException as exc:
             # The original printed the error and stopped: the run ends before this topic.
-            log(
-                f"feedback: topic {topic}: {java_error_message(exc)}; as the original, the run is "
-                f"truncated here (escape terms, or use a letter-tokenizer index, to avoid it)"
-            )
+            log.warning("feedback: topic %s: %s; as the original, the run is truncated here (escape terms, or use "
+                        "a letter-tokenizer index, to avoid it)", topic, java_error_message(exc))
             break
         hits: list[Hit] = searcher.search_query(builder.build(), config.hits)
         if hits:

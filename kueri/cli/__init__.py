@@ -1,0 +1,116 @@
+"""The ``kueri`` command line: thin, it parses flags and hands them to a configuration or a stage.
+
+    kueri index    --corpus PATH --index DIR [--config NAME] [--stoplist NAME|FILE] [--stemmer porter|none] ...
+    kueri search   --index DIR --topics FILE --output RUN [--config NAME] [--bm25 --k1 --b | --lmd --mu | --tfidf] ...
+    kueri run      --corpus PATH --topics FILE --output RUN [--config NAME] [--workdir DIR]
+    kueri tira     --input DIR --output DIR [--config NAME]        (what my-software.sh calls)
+    kueri feedback --index DIR --judgments QRELS --output RUN [--escape-terms] [--skip-missing]
+    kueri fuse     RUN... --output RUN [--k 30] [--depth 1000]
+    kueri rerank   RUN --quality SOURCE --output RUN
+    kueri quality  debater|offline --corpus PATH --scores FILE
+    kueri stance   RUN (--index DIR | --corpus PATH) --topics FILE --output RUN
+    kueri evaluate RUN... --qrels QRELS
+    kueri configs | kueri resources [NAME]
+
+Every command takes ``-q/--quiet`` (warnings and errors only, no progress bars), ``-v/--verbose``
+(debug messages) and ``--debug`` (a traceback with every error). Logging is configured here, once;
+the library only logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from kueri.errors import KueriError
+
+log = logging.getLogger("kueri.cli")
+
+
+class _Formatter(logging.Formatter):
+    """Plain messages; warnings and errors say so (``warning: ...``), debug lines name their module."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            return f"{record.levelname.lower()}: {message}"
+        if record.levelno <= logging.DEBUG:
+            return f"{record.name}: {message}"
+        return message
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a message comes (it may be replaced after configuration)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def configure_logging(quiet: bool = False, verbose: bool = False) -> None:
+    """kueri's loggers to stderr, at WARNING (quiet), INFO (the default) or DEBUG (verbose).
+
+    Only the ``kueri`` logger gets a handler (an application embedding kueri configures its own);
+    records still propagate to the root logger's handlers, if the application has any.
+    """
+    handler = _StderrHandler()
+    handler.setFormatter(_Formatter())
+    logger = logging.getLogger("kueri")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+
+
+def _output_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    # On the main parser and on every command, so they may stand before or after the command's name;
+    # on the commands a flag not given must not reset what the main parser read.
+    default = {"default": argparse.SUPPRESS} if suppress else {}
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only, no progress bars",
+                        **default)
+    parser.add_argument("-v", "--verbose", action="store_true", help="also debug messages", **default)
+    parser.add_argument("--debug", action="store_true", help="a traceback with every error", **default)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from kueri.cli import evaluate, quality, retrieval, stance
+
+    parser = argparse.ArgumentParser(prog="kueri", description=__doc__.split("\n\n")[0])
+    _output_flags(parser, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _output_flags(common, suppress=True)
+    sub = parser.add_subparsers(dest="command", required=True)
+    retrieval.add_parsers(sub, common)
+    quality.add_parser(sub, common)
+    stance.add_parser(sub, common)
+    evaluate.add_parser(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.progress = not args.quiet
+    configure_logging(args.quiet, args.verbose)
+    try:
+        return int(args.func(args) or 0)
+    except KueriError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"kueri: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("kueri: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

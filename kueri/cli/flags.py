@@ -1,0 +1,92 @@
+"""Flags shared by several commands, and their translation into an :class:`~kueri.config.Overrides`.
+
+The commands only parse: what the flags mean for a configuration is decided by
+:meth:`kueri.config.RunConfig.with_overrides`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from kueri.config import Overrides, RunConfig, get_config
+from kueri.errors import KueriError
+
+
+def add_config_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default="default",
+                        help="named configuration (see `kueri configs`); the flags below replace parts of it")
+
+
+def add_analyzer_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("analysis (replaces that part of the configuration's analyzer; the default "
+                                      "configuration's is kueristopv2 + Porter)")
+    group.add_argument("--stoplist", help="shipped stoplist name (lucene, smart, terrier, kueristop, "
+                       "kueristopv2, ...) or a word-per-line file; 'none' for no stop filter")
+    group.add_argument("--stemmer", choices=["porter", "none"], help="stemming after the stop filter")
+    group.add_argument("--tokenizer", choices=["standard", "letter"], help="letter: as the paper's RF indexes")
+    group.add_argument("--analyzer", choices=["baseline", "main"],
+                       help="start from the original's BaselineAnalyzer or MainAnalyzer (possessive + repeated chars)")
+    group.add_argument("--possessive", action="store_true", default=None, help="English possessive filter")
+    group.add_argument("--repeated-chars", action="store_true", default=None,
+                       help="shrink runs of 3+ identical characters to 2 (the original's MultipleCharsFilter)")
+    group.add_argument("--synonyms", choices=["wordnet"], help="WordNet synonyms (needs Debian's wordnet-base)")
+
+
+def add_ranking_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("ranking (replaces that part of the configuration)")
+    sim = group.add_mutually_exclusive_group()
+    sim.add_argument("--bm25", dest="similarity", action="store_const", const="bm25", help="BM25 (default)")
+    sim.add_argument("--lmd", dest="similarity", action="store_const", const="lmd", help="LM with Dirichlet smoothing")
+    sim.add_argument("--tfidf", dest="similarity", action="store_const", const="tfidf", help="Lucene's classic TF-IDF")
+    group.add_argument("--k1", type=float, help="BM25 k1 (1.2)")
+    group.add_argument("--b", type=float, help="BM25 b (0.75)")
+    group.add_argument("--mu", type=float, help="LM-Dirichlet mu (2000)")
+    group.add_argument("--fields", nargs="+", metavar="FIELD=WEIGHT", type=parse_field,
+                       help="search fields and weights, e.g. contents=2 docT5Query=1 (one field: no boost)")
+    group.add_argument("--filter-objects", nargs="?", const="faithful", choices=["off", "faithful", "fixed"],
+                       help="require the objects' words (faithful: a stopword object empties the topic, "
+                       "as the original; fixed: stopword object words are dropped)")
+    group.add_argument("--hits", type=int, help="hits per topic (1000)")
+    group.add_argument("--tag", help="run tag (default: the configuration's)")
+
+
+def add_stage_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("later stages (replace the configuration's)")
+    group.add_argument("--quality", dest="quality_rerank", metavar="SOURCE",
+                       help="rerank by argument quality from: offline, debater-2022, a 'passage_id<TAB>score' file, "
+                       "or none")
+    group.add_argument("--stance-depth", type=int, metavar="N", help="label the stance of the top N hits per topic "
+                       "(0: none)")
+    group.add_argument("--second-stage", metavar="MODEL",
+                       help="learned reranker of the top hits: second-stage-v2, second-stage-v1, "
+                       "second-stage-lexical-v1, a model file, or none")
+    group.add_argument("--second-stage-depth", type=int, metavar="N", help="hits per topic the second stage reranks")
+
+
+def parse_field(text: str) -> tuple[str, float]:
+    name, _, weight = text.partition("=")
+    try:
+        return name, float(weight) if weight else 1.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad weight in {text!r} (use FIELD=NUMBER)") from None
+
+
+def overrides_from(args: argparse.Namespace) -> Overrides:
+    """The parts of a configuration the parsed flags replace (flags a command lacks count as not given)."""
+    given = vars(args)
+    fields = given.get("fields")
+    return Overrides(
+        analyzer_preset=given.get("analyzer"),
+        **{name: given.get(name) for name in (
+            "stoplist", "tokenizer", "stemmer", "possessive", "repeated_chars", "synonyms", "similarity", "k1", "b",
+            "mu", "filter_objects", "hits", "tag", "quality_rerank", "second_stage", "second_stage_depth",
+            "stance_depth")},
+        fields=tuple(fields) if fields else None,
+    )
+
+
+def config_from(args: argparse.Namespace) -> RunConfig:
+    """The named configuration ``--config`` with the flags' overrides."""
+    if "config" not in vars(args):
+        raise KueriError("this command takes no configuration")
+    return get_config(args.config).with_overrides(overrides_from(args))

@@ -1,0 +1,241 @@
+"""``kueri index | search | run | tira | feedback | fuse | rerank | configs | resources``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from kueri.cli.flags import add_analyzer_flags, add_config_flag, add_ranking_flags, add_stage_flags, config_from
+from kueri.errors import KueriError
+from kueri.records import Run
+
+log = logging.getLogger("kueri.cli")
+
+
+def write(run: Run, output: str | Path, tag: str) -> None:
+    from kueri.runfile import write_run
+
+    lines = write_run(run, output, tag)
+    log.info("wrote %d lines for %d topics to %s (tag %s)", lines, len(run), output, tag)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from kueri.pipeline import index_corpus
+
+    config = config_from(args)
+    index_corpus(args.corpus, args.index, config.analyzer, skip_bad=args.skip_bad, progress=args.progress,
+                 ram_buffer_mb=args.ram_buffer)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from kueri.lucene import LuceneIndex
+    from kueri.parse import read_topics
+    from kueri.pipeline import search_run, validate_run
+
+    config = config_from(args)
+    topics = read_topics(args.topics)
+    log.info("searching %s: %s", args.index, config.summary())
+    with LuceneIndex(args.index) as index:
+        run = search_run(index, config, topics)
+    validate_run(run, topics, config.hits)
+    write(run, args.output, config.run_tag)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from kueri.parse import read_topics
+    from kueri.pipeline import run_config
+
+    config = config_from(args)
+    topics = read_topics(args.topics)
+    log.info("configuration %s: %s", config.name, config.summary())
+    run = run_config(config, args.corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
+    write(run, args.output, config.run_tag)
+    return 0
+
+
+def find_tira_inputs(input_dir: Path) -> tuple[Path, Path]:
+    """``topics.xml`` and the corpus (``passages.jsonl.gz`` or ``.jsonl``) of a TIRA input folder."""
+    if not input_dir.is_dir():
+        raise KueriError(f"{input_dir}: input folder not found")
+    topics = input_dir / "topics.xml"
+    if not topics.is_file():
+        raise KueriError(f"{input_dir}: no topics.xml")
+    for name in ("passages.jsonl.gz", "passages.jsonl"):
+        if (input_dir / name).is_file():
+            return topics, input_dir / name
+    raise KueriError(f"{input_dir}: no passages.jsonl.gz or passages.jsonl")
+
+
+def cmd_tira(args: argparse.Namespace) -> int:
+    from kueri.parse import read_topics
+    from kueri.pipeline import run_config
+
+    output_dir = Path(args.output)
+    run_file = output_dir / "run.txt"
+    if run_file.exists():
+        run_file.unlink()  # a failure below must not leave an older run looking like this one's
+    topics_file, corpus = find_tira_inputs(Path(args.input))
+    config = config_from(args)
+    log.info("kueri: configuration %s (%s)", config.name, config.description)
+    log.info("kueri: %s", config.summary())
+    topics = read_topics(topics_file)
+    run = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write(run, run_file, config.run_tag)
+    missing = [t.number for t in topics if t.number not in run]
+    if missing:
+        log.info("note: %d topic(s) retrieved nothing: %s", len(missing), " ".join(missing))
+    return 0
+
+
+def cmd_feedback(args: argparse.Namespace) -> int:
+    from kueri.lucene import FeedbackConfig, LuceneIndex, feedback_run
+    from kueri.parse import read_topics
+    from kueri.pipeline import validate_run
+
+    config = FeedbackConfig(judgments=args.judgments, escape_terms=args.escape_terms,
+                            missing="skip" if args.skip_missing else "error", hits=args.hits)
+    topics = read_topics(args.topics) if args.topics else None
+    with LuceneIndex(args.index) as index:
+        run = feedback_run(index, config, [t.number for t in topics] if topics else None)
+    if topics:
+        validate_run(run, topics, args.hits)
+    write(run, args.output, args.tag)
+    return 0
+
+
+def cmd_fuse(args: argparse.Namespace) -> int:
+    from kueri.fusion import reciprocal_rank_fusion
+    from kueri.runfile import read_run_ranked
+
+    runs = [read_run_ranked(path) for path in args.runs]
+    write(reciprocal_rank_fusion(runs, k=args.k, depth=args.depth, tie_order=args.tie_order), args.output, args.tag)
+    return 0
+
+
+def cmd_rerank(args: argparse.Namespace) -> int:
+    from kueri.quality import rerank
+    from kueri.quality.offline import quality_scores_for
+    from kueri.runfile import read_run_with_tag
+
+    run, tag = read_run_with_tag(args.run)
+    ids = {hit.doc for hits in run.values() for hit in hits}
+    scores = quality_scores_for(args.quality, args.corpus, ids)
+    covered = sum(hit.doc in scores for hits in run.values() for hit in hits)
+    total = sum(len(hits) for hits in run.values())
+    log.info("quality scores for %d of %d hits (the others keep factor 1.0)", covered, total)
+    write(rerank(run, scores), args.output, args.tag or f"{tag}_reranked")
+    return 0
+
+
+def cmd_configs(args: argparse.Namespace) -> int:
+    from kueri.config import CONFIGS
+
+    for name, config in CONFIGS.items():
+        paper = f"  (paper nDCG@5 {config.paper_ndcg5:.4f})" if config.paper_ndcg5 else ""
+        print(f"{name:14s} {config.description}{paper}")
+        if args.verbose:
+            print(f"{'':14s} {config.summary()}")
+    return 0
+
+
+def cmd_resources(args: argparse.Namespace) -> int:
+    from kueri import resources
+
+    if args.name:
+        print(resources.path(args.name, *args.parts))
+        return 0
+    for name, what in resources.FOLDERS.items():
+        print(f"{name:10s} {resources.path(name)}  {what}")
+    return 0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("index", parents=[common], help="index a corpus")
+    p.add_argument("--corpus", required=True, help=".jsonl/.jsonl.gz file or a folder of them")
+    p.add_argument("--index", required=True, help="index folder (replaced)")
+    p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
+    p.add_argument("--ram-buffer", type=float, default=256.0, help="IndexWriter RAM buffer in MB (256)")
+    add_config_flag(p)
+    add_analyzer_flags(p)
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("search", parents=[common], help="search topics in an index, write a run")
+    p.add_argument("--index", required=True)
+    p.add_argument("--topics", required=True)
+    p.add_argument("--output", required=True)
+    add_config_flag(p)
+    add_ranking_flags(p)
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("run", parents=[common], help="index (cached) + search a configuration end to end")
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--topics", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--workdir", help="where indexes and caches are kept (KUERI_WORKDIR, else the checkout's work/, "
+                   "else ~/.cache/kueri/work)")
+    p.add_argument("--skip-bad", action="store_true")
+    add_config_flag(p)
+    add_analyzer_flags(p)
+    add_ranking_flags(p)
+    add_stage_flags(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("tira", parents=[common],
+                       help="the TIRA entry: IN/topics.xml + IN/passages.jsonl.gz -> OUT/run.txt")
+    p.add_argument("-i", "--input", required=True)
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--workdir")
+    p.add_argument("--skip-bad", action="store_true")
+    add_config_flag(p)
+    add_stage_flags(p)
+    p.set_defaults(func=cmd_tira)
+
+    p = sub.add_parser("feedback", parents=[common],
+                       help="graded relevance feedback from a judgments file (Table 1 rows 16-17)")
+    p.add_argument("--index", required=True, help="an index (the paper used a letter-tokenizer one)")
+    p.add_argument("--judgments", default="kueri-manual",
+                   help="qrels 'topic 0 passage grade' with grades 0-3 (default: the team's own, shipped)")
+    p.add_argument("--output", required=True)
+    p.add_argument("--topics", help="restrict to (and check against) these topics")
+    p.add_argument("--escape-terms", action="store_true",
+                   help="escape query terms (the original did not: 'text:text:text' truncated its run)")
+    p.add_argument("--skip-missing", action="store_true",
+                   help="skip judged passages that are not in the index (the original aborted)")
+    p.add_argument("--hits", type=int, default=1000)
+    p.add_argument("--tag", default="seupd2122-kueri_RF")
+    p.set_defaults(func=cmd_feedback)
+
+    p = sub.add_parser("fuse", parents=[common], help="reciprocal rank fusion of run files (rank column, k=30)")
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--output", required=True)
+    p.add_argument("--k", type=float, default=30.0)
+    p.add_argument("--depth", type=int, default=1000)
+    p.add_argument("--tie-order", choices=["java", "first-seen"], default="java",
+                   help="order of exact ties: the original's Java HashMap order, or first seen")
+    p.add_argument("--tag", default="seupd2122-kueri_rrf")
+    p.set_defaults(func=cmd_fuse)
+
+    p = sub.add_parser("rerank", parents=[common], help="multiply scores by argument quality from a score file")
+    p.add_argument("run")
+    p.add_argument("--quality", "--scores", default="debater",
+                   help="quality source: 'offline' (the local model; needs --corpus), 'debater' (the original "
+                   "team's Debater scores, shipped; the default) or a 'passage_id<TAB>score' file")
+    p.add_argument("--corpus", help="the passages' corpus (for --quality offline)")
+    p.add_argument("--output", required=True)
+    p.add_argument("--tag", help="default: the input's tag + _reranked")
+    p.set_defaults(func=cmd_rerank)
+
+    p = sub.add_parser("configs", parents=[common], help="list the named configurations (-v: what each does)")
+    p.set_defaults(func=cmd_configs)
+
+    p = sub.add_parser("resources", parents=[common], help="where the shipped data is (e.g. the sample: a TIRA input)",
+                       description="Without NAME: every shipped folder with its path. With NAME (and parts): that "
+                       "path, e.g. `kueri tira -i \"$(kueri resources sample)\" -o out`.")
+    p.add_argument("name", nargs="?", help="sample, qrels, models, stoplists, quality or training")
+    p.add_argument("parts", nargs="*", help="a file inside it, e.g. touche-task2-2022-relevance.qrels")
+    p.set_defaults(func=cmd_resources)

@@ -1,0 +1,48 @@
+"""build: index a corpus, on one writer or on several worker processes (the same index either way).
+
+A corpus larger than one chunk is indexed by worker processes as contiguous shards joined in corpus
+order (:mod:`kueri.lucene.shards`); a smaller one, or ``workers=1``, by one writer in this process
+(:mod:`kueri.lucene.writer`). Both give the same documents, doc ids, scores and ties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kueri.lucene.analyze import AnalyzerConfig
+from kueri.lucene.shards import build_parallel, resolve_workers
+from kueri.lucene.writer import IndexStats, build_sequential
+from kueri.records import Passage
+
+
+def build_index(
+    passages: Iterable[Passage],
+    index_dir: str | Path,
+    analyzer_config: AnalyzerConfig,
+    *,
+    ram_buffer_mb: float = 256.0,
+    progress: bool = True,
+    metadata: dict[str, Any] | None = None,
+    workers: int | None = None,
+    chunk_passages: int | None = None,
+) -> IndexStats:
+    """Index ``passages`` (in their order) into ``index_dir``, replacing what was there.
+
+    ``metadata`` (corpus paths, read/skip counts, ...) is merged into the manifest; a callable
+    value is called once indexing is done, so counts that the reader only knows at the end fit.
+
+    ``workers`` > 1 (default: ``KUERI_WORKERS``, else 2 where there are 2+ cores) builds
+    contiguous chunks of ``chunk_passages`` passages in that many worker processes and joins them
+    in corpus order (:mod:`kueri.lucene.shards`): the same documents, doc ids, scores and ties as one
+    writer. A corpus that fits in one chunk is indexed here, in this process.
+    """
+    workers = resolve_workers(workers)
+    if workers > 1:
+        return build_parallel(
+            passages, Path(index_dir), analyzer_config, workers=workers, chunk_passages=chunk_passages,
+            ram_buffer_mb=ram_buffer_mb, progress=progress, metadata=metadata,
+        )
+    return build_sequential(passages, Path(index_dir), analyzer_config, ram_buffer_mb=ram_buffer_mb,
+                            progress=progress, metadata=metadata)

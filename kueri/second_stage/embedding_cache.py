@@ -1,0 +1,61 @@
+"""A file of passage embeddings per encoder in the work folder, so a rerun embeds nothing again."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from kueri.files import atomic_writer
+from kueri.second_stage.candidates import TextEncoder
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddingCache:
+    """A :class:`TextEncoder` that remembers passage embeddings in a file.
+
+    Embedding passages is the second stage's main cost, and a user who reruns a configuration, or
+    tries another on the same corpus, asks for the same passages again. Entries are keyed by the SHA-1
+    of the text, so they stay right whatever corpus or index a text comes from; one file per encoder.
+    The file (``.npz``: digests and float32 vectors) is replaced atomically after each call that added
+    something, so an interrupted run loses at most that call's new embeddings, never the file. Queries
+    (a few per topic) are not kept.
+    """
+
+    def __init__(self, encoder: TextEncoder, path: str | Path) -> None:
+        self.encoder = encoder
+        self.dimension = encoder.dimension
+        self.path = Path(path)
+        self.vectors: dict[bytes, np.ndarray] = {}
+        if self.path.is_file():
+            try:
+                with np.load(self.path) as stored:
+                    digests, vectors = stored["digests"], stored["vectors"]
+                if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
+                    raise ValueError(f"vectors of shape {vectors.shape}, not n x {self.dimension}")
+                self.vectors = {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
+            except (OSError, KeyError, ValueError) as exc:  # a damaged cache is rebuilt, not trusted
+                log.warning("second stage: ignoring unreadable embedding cache %s (%s)", self.path, exc)
+
+    def queries(self, texts: list[str]) -> np.ndarray:
+        return self.encoder.queries(texts)
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        digests = [hashlib.sha1(text.encode("utf-8")).digest() for text in texts]
+        missing = {d: text for d, text in zip(digests, texts, strict=True) if d not in self.vectors}
+        if missing:
+            new = self.encoder.passages(list(missing.values()))
+            self.vectors.update(zip(missing, new, strict=True))
+            self._save()
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self.vectors[d] for d in digests])
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_writer(self.path) as out:
+            digests = np.array(list(self.vectors), dtype="S20")
+            np.savez(out, digests=digests, vectors=np.stack(list(self.vectors.values())).astype(np.float32))

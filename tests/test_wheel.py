@@ -1,0 +1,74 @@
+"""kueri as a package: a wheel built from the checkout, installed into a fresh venv, run from elsewhere.
+
+No checkout is on the path of the installed command: the stoplists, models and the sample come from the
+wheel's package data. The run must be the checkout's run, byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_command
+
+pytestmark = pytest.mark.slow
+
+PYSERINI = "pyserini==0.25.0"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The bin folder of a fresh venv with the wheel (and, as the README says, pyserini --no-deps) installed."""
+    dist = tmp_path_factory.mktemp("dist")
+    built = run_command([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)])
+    assert built.returncode == 0, built.stderr
+    wheels = list(dist.glob("kueri-*.whl"))
+    assert len(wheels) == 1, wheels
+    target = tmp_path_factory.mktemp("venv")
+    venv.create(target, with_pip=True)
+    pip = [str(target / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    for command in ([*pip, str(wheels[0])], [*pip, "--no-deps", PYSERINI]):
+        result = run_command(command, cwd=dist, timeout=1200)
+        assert result.returncode == 0, result.stderr
+    return target / "bin"
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without this checkout on PYTHONPATH (the installed package must stand alone)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KUERI_WORKDIR")}
+
+
+def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
+    result = subprocess.run([str(installed / "python"), "-c", "import kueri, kueri.resources as r; "
+                             "print(kueri.__file__); print(r.path('stoplists', 'kueristopv2.txt'))"],
+                            cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    module, stoplist = result.stdout.split()
+    assert "site-packages" in module and not module.startswith(str(ROOT))
+    assert Path(stoplist).is_file() and "site-packages" in stoplist
+
+
+def test_kueri_configs_and_resources_from_another_directory(installed, tmp_path):
+    configs = subprocess.run([str(installed / "kueri"), "configs"], cwd=tmp_path, env=clean_env(),
+                             capture_output=True, text=True, timeout=120)
+    assert configs.returncode == 0, configs.stderr
+    assert configs.stdout.startswith("default") and "row-24" in configs.stdout
+    sample = subprocess.run([str(installed / "kueri"), "resources", "sample"], cwd=tmp_path, env=clean_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert sample.returncode == 0 and (Path(sample.stdout.strip()) / "topics.xml").is_file()
+
+
+def test_kueri_tira_from_the_wheel_equals_the_checkouts_default_run(installed, tmp_path, default_tira_run):
+    sample = subprocess.run([str(installed / "kueri"), "resources", "sample"], cwd=tmp_path, env=clean_env(),
+                            capture_output=True, text=True, timeout=120).stdout.strip()
+    # The session's work folder: the embeddings of the checkout's run are reused (they are keyed by text).
+    result = subprocess.run([str(installed / "kueri"), "tira", "-i", sample, "-o", str(tmp_path / "out"), "--workdir",
+                             str(default_tira_run.workdir)], cwd=tmp_path, env=clean_env(), capture_output=True,
+                            text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "run.txt").read_bytes() == (default_tira_run.out / "run.txt").read_bytes()
