@@ -1,4 +1,19 @@
-"""Errors that the CLI reports as one clear line instead of a traceback."""
+"""Errors that the CLI reports as one clear line instead of a traceback, each with its exit code.
+
+=========  ==========================================================================
+exit code  meaning
+=========  ==========================================================================
+1          bad input or configuration (:class:`KueriError`): names the file and line
+2          something to install or set up (:class:`SetupError`), or a usage error
+3          the environment (:class:`EnvironmentProblem`): disk full, permission denied,
+           read-only filesystem, an output path that is a file; names the path
+130, 143   interrupted by SIGINT / SIGTERM (:class:`Interrupted`)
+=========  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import errno
 
 
 class KueriError(Exception):
@@ -11,3 +26,32 @@ class SetupError(KueriError):
     """Something the environment lacks (Java, the Lucene jar, WordNet files): says how to fix it."""
 
     exit_code = 2
+
+
+class EnvironmentProblem(KueriError):
+    """The machine refused: a full disk, a permission, a read-only filesystem, a path in the way."""
+
+    exit_code = 3
+
+
+class BrokenCache(KueriError):
+    """A work-folder entry that cannot be used as it is (damaged, truncated, incomplete): rebuild it."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM (or SIGINT) arrived: like KeyboardInterrupt, it unwinds so partial files are removed."""
+
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(f"signal {signal_number}")
+        self.exit_code = 128 + signal_number
+
+
+#: OS errors that are the machine's answer rather than a bug: reported as one line, exit code 3.
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR,
+                      errno.EISDIR, errno.EEXIST, errno.ENOENT, errno.EMFILE, errno.ENFILE, errno.EIO, errno.EFBIG}
+
+
+def environment_problem(exc: OSError) -> EnvironmentProblem:
+    """An OSError as one line: the path and the cause (``/out/run.txt: No space left on device``)."""
+    where = exc.filename if exc.filename is not None else "kueri"
+    return EnvironmentProblem(f"{where}: {exc.strerror or exc}")

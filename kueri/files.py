@@ -1,21 +1,99 @@
-"""Files every stage writes the same way: atomically, and string arrays for numpy model files.
+"""Files every stage writes the same way: atomically, under a lock when shared, and string arrays for numpy.
 
 A run, a model or a cache is written to a temporary file in the target's folder (so ``os.replace``
 is a rename on one filesystem), flushed to disk, and only then put in place: a crash or an
 exception leaves the target as it was (absent, or the previous file), never half written.
+
+Work-folder entries are shared by every kueri process on the machine; :func:`file_lock` lets one
+build an entry while the others wait for it (the operating system releases the lock of a process
+that dies, so a crash leaves no stale lock).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
+import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+
+from kueri.errors import EnvironmentProblem
+
+log = logging.getLogger(__name__)
+
+#: How long a process waits for another's lock before giving up (seconds; ``KUERI_LOCK_TIMEOUT``).
+DEFAULT_LOCK_TIMEOUT = 4 * 3600.0
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path, what: str, timeout: float | None = None) -> Iterator[None]:
+    """Hold the exclusive lock ``path`` (created if missing) while the block runs.
+
+    When another process holds it, say so once (``waiting for another kueri process building WHAT``)
+    and wait, at most ``timeout`` seconds (``KUERI_LOCK_TIMEOUT``, else 4 hours), then fail with one line.
+    """
+    if timeout is None:
+        timeout = float(os.environ.get("KUERI_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT))
+    lock = Path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("waiting for another kueri process building %s (lock %s)", what, lock)
+            deadline = time.monotonic() + timeout
+            while True:
+                time.sleep(0.2)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise EnvironmentProblem(f"{lock}: another kueri process has been building {what} for "
+                                                 f"over {timeout:.0f} s; stop it, or set KUERI_LOCK_TIMEOUT") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def writable_folder(path: str | Path, what: str) -> Path:
+    """``path`` as a folder this process can write in, created if missing; else one clear line (exit 3).
+
+    Called before any work starts, so a wrong output or work folder fails at once, not after the run.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise EnvironmentProblem(f"{folder}: the {what} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{folder}: cannot create the {what}: {exc.strerror}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise EnvironmentProblem(f"{folder}: the {what} is not writable (permission denied or a read-only filesystem)")
+    return folder
+
+
+def writable_file(path: str | Path, what: str) -> Path:
+    """``path`` as a file that can be written (its folder made and writable, the path itself no folder)."""
+    target = Path(path)
+    if target.is_dir():
+        raise EnvironmentProblem(f"{target}: the {what} is a folder, not a file")
+    writable_folder(target.parent if str(target.parent) else Path("."), f"folder of the {what}")
+    return target
+
+
+def touch(path: str | Path) -> None:
+    """Mark a work-folder entry as used now (its modification time; ``kueri cache`` shows and prunes by it)."""
+    with contextlib.suppress(OSError):  # a read-only work folder still serves
+        os.utime(path)
 
 
 @functools.cache
@@ -30,7 +108,10 @@ def _umask() -> int:
 def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
     """A binary file that replaces ``path`` when the block ends without an exception."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{target}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "wb") as out:
             yield out
@@ -38,9 +119,11 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
             os.fsync(out.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; use the usual mode
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # a failed write names no file: name the target
+            raise EnvironmentProblem(f"{target}: {exc.strerror or exc}") from exc
         raise
 
 

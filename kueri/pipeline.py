@@ -11,16 +11,18 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from kueri.config import RunConfig, get_config
-from kueri.errors import KueriError
+from kueri.errors import BrokenCache, KueriError
+from kueri.files import file_lock, touch, writable_folder
 from kueri.fusion import ranked, reciprocal_rank_fusion
-from kueri.lucene import MANIFEST, AnalyzerConfig, LuceneIndex, Searcher, build_index, feedback_run, read_stoplist
-from kueri.lucene.index import FORMAT_VERSION
+from kueri.lucene import AnalyzerConfig, LuceneIndex, Searcher, build_index, feedback_run, read_stoplist
+from kueri.lucene.index import FORMAT_VERSION, verify_files
 from kueri.parse import PassageReader
 from kueri.parse.passages import corpus_files
 from kueri.quality import rerank
@@ -111,13 +113,34 @@ def cached_index(
     skip_bad: bool = False,
     progress: bool = True,
 ) -> LuceneIndex:
-    """The index of ``corpus`` under ``analyzer`` in ``workdir``, built only when missing."""
+    """The index of ``corpus`` under ``analyzer`` in ``workdir``, built only when missing.
+
+    Safe to share: one process builds an index while the others wait for it (a lock per entry). A
+    cached index is checked before it is used (:func:`~kueri.lucene.index.verify_files`: its files are
+    whole; it opens; its ids match); a broken one is reported in one warning line, deleted and rebuilt.
+    """
     index_dir = Path(workdir) / f"index-{index_key(corpus, analyzer, skip_bad)}"
-    if (index_dir / MANIFEST).is_file():
-        log.info("reusing index %s", index_dir)
-        return LuceneIndex(index_dir)
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    return index_corpus(corpus, index_dir, analyzer, skip_bad=skip_bad, progress=progress)
+    with file_lock(index_dir.with_name(index_dir.name + ".lock"), f"the index of {corpus}"):
+        if index_dir.exists():
+            index = open_cached_index(index_dir)
+            if index is not None:
+                log.info("reusing index %s", index_dir)
+                return index
+        index_dir.parent.mkdir(parents=True, exist_ok=True)
+        return index_corpus(corpus, index_dir, analyzer, skip_bad=skip_bad, progress=progress)
+
+
+def open_cached_index(index_dir: Path) -> LuceneIndex | None:
+    """The cached index at ``index_dir``, checked; None (the broken entry removed, with a warning) when broken."""
+    try:
+        verify_files(index_dir)
+        index = LuceneIndex(index_dir)
+    except BrokenCache as exc:
+        log.warning("work folder: %s is broken, rebuilding it (%s)", index_dir, exc)
+        shutil.rmtree(index_dir, ignore_errors=True)
+        return None
+    touch(index_dir)
+    return index
 
 
 def search_run(index: LuceneIndex, config: RunConfig, topics: Iterable[Topic]) -> Run:
@@ -147,7 +170,7 @@ class Pipeline:
         self.corpus = corpus
         self.adapt = adapt
         self.topics = topics
-        self.workdir = Path(workdir) if workdir else default_workdir()
+        self.workdir = writable_folder(workdir or default_workdir(), "work folder")  # checked before any work
         self.skip_bad = skip_bad
         self.progress = progress
         self._indexes: dict[AnalyzerConfig, LuceneIndex] = {}

@@ -14,7 +14,7 @@ LAYERS = {
              "kueri.resources", "kueri.parse"},
     "lucene": {"kueri.lucene"},
     "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance"},
-    "pipeline": {"kueri.config", "kueri.pipeline"},
+    "pipeline": {"kueri.config", "kueri.pipeline", "kueri.workfolder"},
     "face": {"kueri.cli", "kueri.__main__"},
 }
 ORDER = list(LAYERS)

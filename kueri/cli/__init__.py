@@ -14,19 +14,21 @@
 
 Every command takes ``-q/--quiet`` (warnings and errors only, no progress bars), ``-v/--verbose``
 (debug messages) and ``--debug`` (a traceback with every error). Logging is configured here, once;
-the library only logs.
+the library only logs. An error is one line naming the file and the cause; the exit code says which
+kind (1 input, 2 setup or usage, 3 the machine: disk, permissions, paths; 130/143 SIGINT/SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from kueri.errors import KueriError
+from kueri.errors import Interrupted, KueriError, environment_problem
 
 log = logging.getLogger("kueri.cli")
 
@@ -96,20 +98,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stop(signal_number: int, frame: object) -> None:
+    raise Interrupted(signal_number)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the exit code says how it ended (see :mod:`kueri.errors`)."""
     args = build_parser().parse_args(argv)
     args.progress = not args.quiet
     configure_logging(args.quiet, args.verbose)
+    # SIGTERM unwinds like ^C: partial files are removed on the way out (the JVM runs with -Xrs).
+    previous = signal.signal(signal.SIGTERM, _stop)
     try:
         return int(args.func(args) or 0)
-    except KueriError as exc:
+    except (KueriError, OSError) as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"kueri: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        error = environment_problem(exc) if isinstance(exc, OSError) else exc
+        print(f"kueri: error: {error}", file=sys.stderr)
+        return error.exit_code
     except KeyboardInterrupt:
-        print("kueri: interrupted", file=sys.stderr)
+        print("kueri: interrupted; nothing half-written was kept", file=sys.stderr)
         return 130
+    except Interrupted as exc:
+        print("kueri: stopped by SIGTERM; nothing half-written was kept", file=sys.stderr)
+        return exc.exit_code
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from kueri.cli.flags import add_analyzer_flags, add_config_flag, add_ranking_flags, add_stage_flags, config_from
-from kueri.errors import KueriError
+from kueri.errors import EnvironmentProblem, KueriError
+from kueri.files import writable_file, writable_folder
 from kueri.records import Run
 
 log = logging.getLogger("kueri.cli")
@@ -35,6 +36,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.pipeline import search_run, validate_run
 
+    writable_file(args.output, "output file")  # before any work
     config = config_from(args)
     topics = read_topics(args.topics)
     log.info("searching %s: %s", args.index, config.summary())
@@ -49,6 +51,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.pipeline import run_config
 
+    writable_file(args.output, "output file")  # before any work
     config = config_from(args)
     topics = read_topics(args.topics)
     log.info("configuration %s: %s", config.name, config.summary())
@@ -74,17 +77,17 @@ def cmd_tira(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.pipeline import run_config
 
-    output_dir = Path(args.output)
+    output_dir = writable_folder(args.output, "output folder")  # before any work: a wrong -o fails at once
     run_file = output_dir / "run.txt"
-    if run_file.exists():
-        run_file.unlink()  # a failure below must not leave an older run looking like this one's
+    if run_file.is_dir():
+        raise EnvironmentProblem(f"{run_file}: a folder is in the way of the run file")
+    run_file.unlink(missing_ok=True)  # a failure below must not leave an older run looking like this one's
     topics_file, corpus = find_tira_inputs(Path(args.input))
     config = config_from(args)
     log.info("kueri: configuration %s (%s)", config.name, config.description)
     log.info("kueri: %s", config.summary())
     topics = read_topics(topics_file)
     run = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
-    output_dir.mkdir(parents=True, exist_ok=True)
     write(run, run_file, config.run_tag)
     missing = [t.number for t in topics if t.number not in run]
     if missing:
@@ -97,6 +100,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.pipeline import validate_run
 
+    writable_file(args.output, "output file")  # before any work
     config = FeedbackConfig(judgments=args.judgments, escape_terms=args.escape_terms,
                             missing="skip" if args.skip_missing else "error", hits=args.hits)
     topics = read_topics(args.topics) if args.topics else None
@@ -112,6 +116,7 @@ def cmd_fuse(args: argparse.Namespace) -> int:
     from kueri.fusion import reciprocal_rank_fusion
     from kueri.runfile import read_run_ranked
 
+    writable_file(args.output, "output file")  # before any work
     runs = [read_run_ranked(path) for path in args.runs]
     write(reciprocal_rank_fusion(runs, k=args.k, depth=args.depth, tie_order=args.tie_order), args.output, args.tag)
     return 0
@@ -122,6 +127,7 @@ def cmd_rerank(args: argparse.Namespace) -> int:
     from kueri.quality.offline import quality_scores_for
     from kueri.runfile import read_run_with_tag
 
+    writable_file(args.output, "output file")  # before any work
     run, tag = read_run_with_tag(args.run)
     ids = {hit.doc for hits in run.values() for hit in hits}
     scores = quality_scores_for(args.quality, args.corpus, ids)
@@ -151,6 +157,47 @@ def cmd_resources(args: argparse.Namespace) -> int:
         return 0
     for name, what in resources.FOLDERS.items():
         print(f"{name:10s} {resources.path(name)}  {what}")
+    return 0
+
+
+def _human(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return str(size)
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    import time
+
+    from kueri import workfolder
+    from kueri.pipeline import default_workdir
+
+    folder = Path(args.workdir) if args.workdir else default_workdir()
+    if args.prune:
+        removed = workfolder.prune(folder, args.older_than, check=True)
+        for entry in removed:
+            print(f"removed {entry.path.name} ({entry.about}, {_human(entry.size)})")
+        log.info("%s: removed %d entr%s, %s", folder, len(removed), "y" if len(removed) == 1 else "ies",
+                 _human(sum(e.size for e in removed)))
+        return 0
+    listed = workfolder.entries(folder)
+    broken = 0
+    print(f"{folder}")
+    for entry in listed:
+        status = ""
+        if args.verify:
+            problem = workfolder.verify(entry).problem
+            broken += problem is not None
+            status = f"  BROKEN: {problem}" if problem else ("  ok" if entry.kind in ("index", "embeddings") else "")
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.last_used))
+        print(f"  {entry.path.name:40s} {entry.kind:10s} {_human(entry.size):>9s}  used {used}  {entry.about}{status}")
+    print(f"  {len(listed)} entries, {_human(sum(e.size for e in listed))}")
+    if broken:
+        log.warning("%d broken entr%s: a run rebuilds them; `kueri cache --prune` removes them now", broken,
+                    "y" if broken == 1 else "ies")
+        return 1
     return 0
 
 
@@ -232,6 +279,18 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("configs", parents=[common], help="list the named configurations (-v: what each does)")
     p.set_defaults(func=cmd_configs)
+
+    p = sub.add_parser("cache", parents=[common], help="list, verify or prune the work folder's entries",
+                       description="The work folder is a cache: every entry is rebuilt when missing or broken. "
+                       "This lists its entries (what, size, last used); --verify checks each thoroughly (Lucene's "
+                       "CheckIndex for indexes); --prune removes broken entries, unfinished builds and leftovers.")
+    p.add_argument("--workdir", help="the work folder (default: KUERI_WORKDIR, else the checkout's work/, else "
+                   "~/.cache/kueri/work)")
+    action = p.add_mutually_exclusive_group()
+    action.add_argument("--verify", action="store_true", help="check every entry (exit 1 if one is broken)")
+    action.add_argument("--prune", action="store_true", help="remove broken, unfinished and leftover entries")
+    p.add_argument("--older-than", type=float, metavar="DAYS", help="with --prune: also entries unused for DAYS")
+    p.set_defaults(func=cmd_cache)
 
     p = sub.add_parser("resources", parents=[common], help="where the shipped data is (e.g. the sample: a TIRA input)",
                        description="Without NAME: every shipped folder with its path. With NAME (and parts): that "

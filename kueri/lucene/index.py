@@ -25,9 +25,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kueri.errors import KueriError
+from kueri.errors import BrokenCache, KueriError
 from kueri.lucene.analyze import AnalyzerConfig, build_analyzer
-from kueri.lucene.jvm import java_error_message, lucene
+from kueri.lucene.jvm import java_error, java_error_message, lucene
 
 MANIFEST = "kueri-index.json"
 IDS_FILE = "ids.txt"
@@ -60,17 +60,48 @@ def directory_size(path: Path) -> int:
 
 
 def read_manifest(index_dir: str | Path) -> dict[str, Any]:
+    """The manifest of a complete index; :class:`BrokenCache` when it is missing from a folder or unreadable."""
     path = Path(index_dir) / MANIFEST
     if not path.is_file():
         if Path(index_dir).is_dir():
-            raise KueriError(f"{index_dir}: not a complete kueri index (no {MANIFEST}; rebuild it)")
+            raise BrokenCache(f"{index_dir}: not a complete kueri index (no {MANIFEST}; rebuild it)")
         raise KueriError(f"{index_dir}: no such index")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        AnalyzerConfig(**manifest["analyzer_config"])
+        int(manifest["indexed"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BrokenCache(f"{path}: not a kueri index manifest ({type(exc).__name__}: {exc})") from None
+    return manifest
 
+
+def verify_files(index_dir: str | Path) -> None:
+    """A quick check of an index before it is used: its commit point and every file it lists are there,
+    whole, and end with Lucene's footer (one small read per file, not a read of every byte: that is
+    :func:`check_index`). Raises :class:`BrokenCache` naming what is wrong."""
+    L = lucene()
+    directory = L.FSDirectory.open(L.File(str(index_dir)).toPath())
+    try:
+        infos = L.SegmentInfos.readLatestCommit(directory)  # checks the commit point's own checksum
+        for name in infos.files(True).toArray():
+            stream = directory.openInput(name, L.IOContext.READONCE)
+            try:
+                L.CodecUtil.retrieveChecksum(stream)  # the footer: its magic, and a file of full length
+            finally:
+                stream.close()
+    except L.JavaException as exc:
+        raise BrokenCache(f"{index_dir}: {java_error_message(exc)}") from None
+    finally:
+        directory.close()
 
 
 class LuceneIndex:
-    """An open index: the reader, passage ids by doc id, stored text, and its analyzer config."""
+    """An open index: the reader, passage ids by doc id, stored text, and its analyzer config.
+
+    An index that is not whole (no or a bad manifest, a damaged or missing file, a wrong id list) raises
+    :class:`~kueri.errors.BrokenCache`; the machine's refusal (permissions) an
+    :class:`~kueri.errors.EnvironmentProblem`.
+    """
 
     def __init__(self, index_dir: str | Path) -> None:
         L = lucene()
@@ -78,10 +109,19 @@ class LuceneIndex:
         self.manifest = read_manifest(self.path)
         self.analyzer_config = AnalyzerConfig(**self.manifest["analyzer_config"])
         directory = L.FSDirectory.open(L.File(str(self.path)).toPath())
-        self.reader = L.DirectoryReader.open(directory)
-        self.ids: list[str] = (self.path / IDS_FILE).read_text(encoding="utf-8").split("\n")[:-1]
+        try:
+            self.reader = L.DirectoryReader.open(directory)
+        except L.JavaException as exc:
+            directory.close()
+            raise java_error(exc, f"cannot open the index {self.path}") from None
+        try:
+            self.ids: list[str] = (self.path / IDS_FILE).read_text(encoding="utf-8").split("\n")[:-1]
+        except (FileNotFoundError, UnicodeDecodeError) as exc:
+            self.reader.close()
+            raise BrokenCache(f"{self.path}: unreadable {IDS_FILE} ({exc})") from None
         if len(self.ids) != self.reader.maxDoc():
-            raise KueriError(
+            self.reader.close()
+            raise BrokenCache(
                 f"{self.path}: {IDS_FILE} has {len(self.ids)} ids for {self.reader.maxDoc()} documents"
             )
         self._docids: dict[str, int] | None = None

@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kueri.errors import SetupError
+from kueri.errors import BrokenCache, EnvironmentProblem, KueriError, SetupError
 
 #: Heap default: enough for indexing with a 256 MB RAM buffer and for searching the full corpus,
 #: small enough to leave room for Python on a 2 GB share of a small machine.
@@ -80,7 +80,9 @@ def _jnius() -> Any:
         raise SetupError("pyjnius is not installed: pip install pyjnius==1.9.0") from exc
     if not jnius_config.vm_running:
         heap = os.environ.get("KUERI_HEAP", DEFAULT_HEAP)
-        jnius_config.add_options(f"-Xmx{heap}", "-Xss4m", "-XX:+UseParallelGC")
+        # -Xrs: the JVM installs no SIGINT/SIGTERM handlers of its own, so Python's handlers run and a
+        # stopped run cleans up its partial files (the JVM's would exit at once).
+        jnius_config.add_options(f"-Xmx{heap}", "-Xss4m", "-XX:+UseParallelGC", "-Xrs")
         jnius_config.set_classpath(str(jar))
     import jnius
 
@@ -138,6 +140,8 @@ class _Lucene:
         "MultiTerms": "org.apache.lucene.index.MultiTerms",
         "IndexReader": "org.apache.lucene.index.IndexReader",
         "CheckIndex": "org.apache.lucene.index.CheckIndex",
+        "CodecUtil": "org.apache.lucene.codecs.CodecUtil",
+        "IOContext": "org.apache.lucene.store.IOContext",
     }
 
     def __init__(self) -> None:
@@ -171,6 +175,19 @@ def java_hashmap_order(keys: Iterable[str]) -> list[str]:
     for key in keys:
         table.put(key, None)
     return [str(key) for key in table.keySet().toArray()]
+
+
+def java_error(exc: BaseException, doing: str) -> KueriError:
+    """A Java exception as kueri's error: a damaged index, the machine's refusal (disk full,
+    permissions: :class:`EnvironmentProblem`), or else a plain :class:`KueriError`; one line each."""
+    classname = str(getattr(exc, "classname", "") or "")
+    message = f"{doing}: {java_error_message(exc)}"
+    if classname.endswith(("CorruptIndexException", "IndexFormatTooOldException", "IndexFormatTooNewException",
+                           "NoSuchFileException", "FileNotFoundException", "EOFException")):
+        return BrokenCache(message)  # files missing, cut short or damaged
+    if classname.startswith(("java.io.", "java.nio.file.")) or classname.endswith("IOException"):
+        return EnvironmentProblem(message)
+    return KueriError(message)
 
 
 def java_error_message(exc: BaseException) -> str:

@@ -53,10 +53,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import kueri
-from kueri.errors import KueriError
+from kueri.errors import EnvironmentProblem, KueriError
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.index import IDS_FILE, directory_size, read_manifest
-from kueri.lucene.jvm import java_error_message, lucene
+from kueri.lucene.jvm import java_error, lucene
 from kueri.lucene.writer import (
     IndexStats,
     build_sequential,
@@ -175,7 +175,7 @@ def join_shards(target: Path, shard_dirs: Sequence[Path]) -> None:
         joined.commit(target_directory)  # writes segments_1, fsyncs it and the folder
         target_directory.close()
     except L.JavaException as exc:
-        raise KueriError(f"joining {len(shard_dirs)} shards failed: {java_error_message(exc)}") from exc
+        raise java_error(exc, f"joining {len(shard_dirs)} shards failed") from exc
 
 
 def add_indexes(target: Path, shard_dirs: Sequence[Path]) -> None:
@@ -197,7 +197,7 @@ def add_indexes(target: Path, shard_dirs: Sequence[Path]) -> None:
             directory.close()
     except L.JavaException as exc:
         writer.rollback()
-        raise KueriError(f"joining {len(shard_dirs)} shards failed: {java_error_message(exc)}") from exc
+        raise java_error(exc, f"joining {len(shard_dirs)} shards failed") from exc
 
 
 def merge_indexes(
@@ -484,10 +484,13 @@ def build_parallel(
         pool.join(partial, [shards_dir / f"{k:05d}" for k in range(chunk + 1)])
         pool.close()
         shutil.rmtree(shards_dir)
-    except BaseException:
+    except BaseException as exc:
         bar.close()
         pool.kill()
         shutil.rmtree(partial, ignore_errors=True)  # shards are big: leave nothing half-built
+        if isinstance(exc, OSError):
+            raise EnvironmentProblem(f"{index_dir}: indexing failed after {indexed} passages: "
+                                     f"{exc.strerror or exc}") from exc
         raise
 
     seconds = time.perf_counter() - started

@@ -9,6 +9,7 @@ byte once more). This is also how one shard of a parallel build is made (:mod:`k
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kueri import __version__
-from kueri.errors import KueriError
+from kueri.errors import EnvironmentProblem
 from kueri.lucene.analyze import AnalyzerConfig, build_analyzer
 from kueri.lucene.index import (
     CONTENTS_FIELD,
@@ -31,7 +32,7 @@ from kueri.lucene.index import (
     MANIFEST,
     directory_size,
 )
-from kueri.lucene.jvm import java_error_message, lucene
+from kueri.lucene.jvm import java_error, lucene
 from kueri.progress import progress_bar
 from kueri.records import Passage
 
@@ -195,7 +196,11 @@ def build_sequential(
     """:func:`kueri.lucene.build.build_index` by one writer in this process (also the build of one shard)."""
     L = lucene()
     partial = start_partial(index_dir)
-    writer = open_writer(partial, analyzer_config, ram_buffer_mb, first_segment)
+    try:
+        writer = open_writer(partial, analyzer_config, ram_buffer_mb, first_segment)
+    except L.JavaException as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise java_error(exc, f"cannot create an index in {partial}") from exc
     documents = DocumentWriter(writer)
 
     started = time.perf_counter()
@@ -219,17 +224,21 @@ def build_sequential(
         log.info("committing %d passages ...", indexed)
         writer.commit()
         writer.close()
-    except L.JavaException as exc:
-        writer.rollback()
-        raise KueriError(f"indexing failed after {indexed} passages: {java_error_message(exc)}") from exc
-    except BaseException:
-        writer.rollback()  # a KueriError from the reader, or ^C: nothing half-built survives
+        extra = {k: (v() if callable(v) else v) for k, v in (metadata or {}).items()}
+        seconds = time.perf_counter() - started
+        write_manifest(partial, analyzer_config, indexed, expanded, seconds, extra)
+        publish(partial, index_dir)
+    except BaseException as exc:
+        # A bad passage, a full disk, ^C or SIGTERM: nothing half-built survives, and its space is freed.
+        with contextlib.suppress(Exception):
+            writer.rollback()
+        shutil.rmtree(partial, ignore_errors=True)
+        if isinstance(exc, L.JavaException):
+            raise java_error(exc, f"indexing {index_dir} failed after {indexed} passages") from exc
+        if isinstance(exc, OSError):  # a write of ours (ids, manifest): say which index
+            raise EnvironmentProblem(f"{index_dir}: indexing failed after {indexed} passages: "
+                                     f"{exc.strerror or exc}") from exc
         raise
     finally:
         bar.close()
-
-    seconds = time.perf_counter() - started
-    extra = {k: (v() if callable(v) else v) for k, v in (metadata or {}).items()}
-    write_manifest(partial, analyzer_config, indexed, expanded, seconds, extra)
-    publish(partial, index_dir)
     return IndexStats(indexed, seconds, directory_size(index_dir), expanded)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from pathlib import Path
 
 import numpy as np
 
-from kueri.files import atomic_writer
+from kueri.files import atomic_writer, file_lock, touch
 from kueri.second_stage.candidates import TextEncoder
 
 log = logging.getLogger(__name__)
@@ -21,40 +22,57 @@ class EmbeddingCache:
     tries another on the same corpus, asks for the same passages again. Entries are keyed by the SHA-1
     of the text, so they stay right whatever corpus or index a text comes from; one file per encoder.
     The file (``.npz``: digests and float32 vectors) is replaced atomically after each call that added
-    something, so an interrupted run loses at most that call's new embeddings, never the file. Queries
-    (a few per topic) are not kept.
+    something, so an interrupted run loses at most that call's new embeddings, never the file; a lock
+    beside it makes processes that share the work folder embed a passage once and keep each other's
+    entries. Queries (a few per topic) are not kept.
     """
 
     def __init__(self, encoder: TextEncoder, path: str | Path) -> None:
         self.encoder = encoder
         self.dimension = encoder.dimension
         self.path = Path(path)
-        self.vectors: dict[bytes, np.ndarray] = {}
-        if self.path.is_file():
-            try:
-                with np.load(self.path) as stored:
-                    digests, vectors = stored["digests"], stored["vectors"]
-                if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
-                    raise ValueError(f"vectors of shape {vectors.shape}, not n x {self.dimension}")
-                self.vectors = {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
-            except (OSError, KeyError, ValueError) as exc:  # a damaged cache is rebuilt, not trusted
-                log.warning("second stage: ignoring unreadable embedding cache %s (%s)", self.path, exc)
+        self.vectors: dict[bytes, np.ndarray] = self._read()
+
+    def _read(self) -> dict[bytes, np.ndarray]:
+        """The file's entries; a damaged file (truncated, not an npz, wrong shapes) is reported in one
+        warning line and removed: its entries are computed again."""
+        if not self.path.is_file():
+            return {}
+        try:
+            with np.load(self.path) as stored:
+                digests, vectors = stored["digests"], stored["vectors"]
+            if vectors.ndim != 2 or vectors.shape[1] != self.dimension or digests.shape != (len(vectors),):
+                raise ValueError(f"vectors of shape {vectors.shape} for {digests.shape} digests, not n x "
+                                 f"{self.dimension}")
+            entries = {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
+        except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a damaged file; all mean "rebuild"
+            log.warning("work folder: %s is broken, rebuilding it (%s: %s)", self.path, type(exc).__name__, exc)
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            return {}
+        touch(self.path)
+        return entries
 
     def queries(self, texts: list[str]) -> np.ndarray:
         return self.encoder.queries(texts)
 
     def passages(self, texts: list[str]) -> np.ndarray:
         digests = [hashlib.sha1(text.encode("utf-8")).digest() for text in texts]
-        missing = {d: text for d, text in zip(digests, texts, strict=True) if d not in self.vectors}
-        if missing:
-            new = self.encoder.passages(list(missing.values()))
-            self.vectors.update(zip(missing, new, strict=True))
-            self._save()
+        if any(d not in self.vectors for d in digests):
+            # One process embeds while the others wait, then find the entries it added in the file.
+            with file_lock(self.path.with_name(self.path.name + ".lock"), f"the embeddings {self.path.name}"):
+                self.vectors.update(self._read())
+                missing = {d: text for d, text in zip(digests, texts, strict=True) if d not in self.vectors}
+                if missing:
+                    new = self.encoder.passages(list(missing.values()))
+                    self.vectors.update(zip(missing, new, strict=True))
+                    self._save()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return np.stack([self.vectors[d] for d in digests])
 
     def _save(self) -> None:
+        """The file replaced by every entry known here (the file's own were read just before, under the lock)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_writer(self.path) as out:
             digests = np.array(list(self.vectors), dtype="S20")

@@ -1,0 +1,158 @@
+"""The work folder as a cache: what is in it, whether each entry is sound, and pruning.
+
+A work folder holds indexes (``index-<key>/``, keyed by the corpus files and the analysis) and
+passage embeddings (``embeddings-<encoder>.npz``). Every entry is rebuilt when missing or broken
+(:func:`kueri.pipeline.cached_index`, :class:`kueri.second_stage.embedding_cache.EmbeddingCache`),
+so deleting any of them only costs time. Besides those, a killed build may leave an unfinished
+index (``*.partial``) or a temporary file (``.*.tmp``), and every entry has a lock file
+(``*.lock``) that processes take while they build it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kueri.errors import BrokenCache, KueriError
+from kueri.lucene import AnalyzerConfig
+
+
+@dataclass
+class Entry:
+    path: Path
+    kind: str  # index | embeddings | unfinished | temporary | other
+    size: int
+    last_used: float  # seconds since the epoch (the entry's modification time)
+    about: str = ""  # what it holds, in words
+    problem: str | None = None  # set by verify(): why it is broken
+
+    @property
+    def lock(self) -> Path:
+        name = self.path.name.removesuffix(".partial")
+        return self.path.with_name(name + ".lock")
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _describe_index(path: Path) -> str:
+    try:
+        manifest = json.loads((path / "kueri-index.json").read_text(encoding="utf-8"))
+        corpus = ", ".join(Path(f["path"]).name for f in manifest.get("corpus", [])) or "?"
+        return f"{manifest['indexed']} passages of {corpus}; {AnalyzerConfig(**manifest['analyzer_config']).summary()}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, KueriError):
+        return "no readable manifest"
+
+
+def entries(workdir: str | Path) -> list[Entry]:
+    """Every entry of the work folder (locks left out), in name order."""
+    folder = Path(workdir)
+    if not folder.is_dir():
+        raise KueriError(f"{folder}: no such work folder")
+    found = []
+    for path in sorted(folder.iterdir()):
+        name = path.name
+        if name.endswith(".lock"):
+            continue
+        stat = path.stat()
+        if name.endswith(".partial"):
+            kind, about = "unfinished", "an index build that did not finish (or is running now)"
+        elif name.endswith(".tmp"):
+            kind, about = "temporary", "a file being written (or left by a killed process)"
+        elif name.startswith("index-") and path.is_dir():
+            kind, about = "index", _describe_index(path)
+        elif name.startswith("embeddings-") and name.endswith(".npz"):
+            kind, about = "embeddings", f"passage embeddings ({name.removeprefix('embeddings-').removesuffix('.npz')})"
+        else:
+            kind, about = "other", "not kueri's"
+        found.append(Entry(path, kind, _size(path), stat.st_mtime, about))
+    return found
+
+
+def check_embeddings(path: Path) -> None:
+    """A whole embeddings file: an npz of n digests and n vectors (raises BrokenCache)."""
+    try:
+        with np.load(path) as stored:
+            digests, vectors = stored["digests"], stored["vectors"]
+        if vectors.ndim != 2 or digests.shape != (len(vectors),):
+            raise ValueError(f"{digests.shape} digests for vectors of shape {vectors.shape}")
+    except Exception as exc:  # noqa: BLE001 - a damaged npz raises many kinds
+        raise BrokenCache(f"{type(exc).__name__}: {exc}") from None
+
+
+def verify(entry: Entry) -> Entry:
+    """Check one entry thoroughly (an index: every byte, Lucene's CheckIndex); sets ``entry.problem``."""
+    if entry.kind == "index":
+        from kueri.lucene import LuceneIndex, check_index
+        from kueri.lucene.index import verify_files
+
+        try:
+            verify_files(entry.path)
+            LuceneIndex(entry.path).close()
+            entry.problem = check_index(entry.path)
+        except BrokenCache as exc:
+            entry.problem = str(exc)
+    elif entry.kind == "embeddings":
+        try:
+            check_embeddings(entry.path)
+        except BrokenCache as exc:
+            entry.problem = str(exc)
+    return entry
+
+
+@contextlib.contextmanager
+def _unless_busy(entry: Entry) -> Iterator[bool]:
+    """Whether no process holds the entry's lock (held for the block), without waiting."""
+    if not entry.lock.exists():
+        yield True
+        return
+    fd = os.open(entry.lock, os.O_RDWR)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def prune(workdir: str | Path, older_than_days: float | None = None, check: bool = True) -> list[Entry]:
+    """Remove what a run would not use: broken entries (``check``), unfinished builds and temporary files
+    no process is working on, and (``older_than_days``) entries not used for that long. Returns them."""
+    removed = []
+    now = time.time()
+    for entry in entries(workdir):
+        reason = None
+        if entry.kind in ("unfinished", "temporary") and now - entry.last_used > 60:
+            reason = entry.kind
+        elif entry.kind in ("index", "embeddings"):
+            if older_than_days is not None and now - entry.last_used > older_than_days * 86400:
+                reason = "old"
+            elif check and verify(entry).problem:
+                reason = "broken"
+        if reason is None:
+            continue
+        with _unless_busy(entry) as free:
+            if not free:
+                continue
+            if entry.path.is_dir():
+                shutil.rmtree(entry.path)
+            else:
+                entry.path.unlink()
+        entry.about = reason
+        removed.append(entry)
+    return removed
