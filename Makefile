@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 OUT    ?= out
 
-.PHONY: install demo test test-fast wheel lint wordnet clean
+.PHONY: install demo test test-fast wheel image test-image lint wordnet clean
 
 install: $(VENV)/.installed
 
@@ -29,11 +29,12 @@ demo: install
 	./my-software.sh -i kueri/resources/sample -o $(OUT)
 	$(BIN)/kueri evaluate $(OUT)/run.txt --qrels kueri/resources/qrels/touche-task2-2022-relevance.qrels
 
-# Everything: ruff, then every test (the slow ones build real indexes of the sample, run the default end to end
-# and install the wheel into a fresh venv).
+# Everything: ruff, then every test (the slow ones build real indexes of the sample, run the default end to end,
+# install the wheel into a fresh venv, and build and run the TIRA image: scripts/with_docker.sh starts a Docker
+# engine for them where it can, and says why they are skipped where it cannot).
 test: install wordnet
 	$(BIN)/ruff check kueri scripts tests benchmarks
-	$(BIN)/pytest -q
+	scripts/with_docker.sh $(BIN)/pytest -q -rs
 
 # The fast loop: every unit-level test, under 2 minutes on 2 cores.
 test-fast: install
@@ -42,6 +43,14 @@ test-fast: install
 # A wheel in dist/ (package data included); install it with pip, then pip install --no-deps pyserini==0.25.0.
 wheel: install
 	$(BIN)/pip wheel --no-deps -q -w dist .
+
+# The TIRA image kueri:latest (Dockerfile): a wheelhouse built here, a Debian 12 base (debootstrap when none can
+# be pulled), then docker build. test-image runs it as TIRA does (no network, input read-only) on the sample.
+image: install
+	scripts/build_image.sh
+
+test-image: install
+	scripts/with_docker.sh $(BIN)/pytest -q -rs tests/test_image.py
 
 lint: install
 	$(BIN)/ruff check kueri scripts tests benchmarks
