@@ -15,7 +15,7 @@ LAYERS = {
     "lucene": {"kueri.lucene"},
     "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance"},
     "pipeline": {"kueri.config", "kueri.pipeline", "kueri.workfolder"},
-    "face": {"kueri.cli", "kueri.__main__"},
+    "face": {"kueri.cli", "kueri.__main__", "kueri.pyterrier"},
 }
 ORDER = list(LAYERS)
 

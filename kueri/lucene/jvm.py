@@ -78,12 +78,24 @@ def _jnius() -> Any:
         import jnius_config
     except ImportError as exc:  # pragma: no cover - a broken install
         raise SetupError("pyjnius is not installed: pip install pyjnius==1.9.0") from exc
-    if not jnius_config.vm_running:
-        heap = os.environ.get("KUERI_HEAP", DEFAULT_HEAP)
-        # -Xrs: the JVM installs no SIGINT/SIGTERM handlers of its own, so Python's handlers run and a
-        # stopped run cleans up its partial files (the JVM's would exit at once).
-        jnius_config.add_options(f"-Xmx{heap}", "-Xss4m", "-XX:+UseParallelGC", "-Xrs")
-        jnius_config.set_classpath(str(jar))
+    if jnius_config.vm_running:
+        # Another library (PyTerrier's pt.java.init(), say) started this process's JVM first: a JVM
+        # cannot be restarted, and kueri's Lucene must be on the class path it was given.
+        import jnius
+
+        class_path = str(jnius.autoclass("java.lang.System").getProperty("java.class.path") or "")
+        if str(jar) not in class_path.split(os.pathsep):
+            raise SetupError(
+                "a JVM was started in this process before kueri's, without kueri's Lucene jar on its class "
+                f"path ({jar}). Use kueri before starting another library's Java, or give that library the "
+                "jar first (PyTerrier: pt.java.add_jar(kueri.lucene.jvm.find_jar()) before pt.java.init())"
+            )
+        return jnius
+    heap = os.environ.get("KUERI_HEAP", DEFAULT_HEAP)
+    # -Xrs: the JVM installs no SIGINT/SIGTERM handlers of its own, so Python's handlers run and a
+    # stopped run cleans up its partial files (the JVM's would exit at once).
+    jnius_config.add_options(f"-Xmx{heap}", "-Xss4m", "-XX:+UseParallelGC", "-Xrs")
+    jnius_config.set_classpath(str(jar))
     import jnius
 
     return jnius

@@ -1,0 +1,329 @@
+"""kueri's stages as PyTerrier transformers: compose with ``>>``, cut with ``%``, compare in ``pt.Experiment``.
+
+    import pyterrier as pt
+    from kueri import pyterrier as kp
+
+    topics, qrels = kp.topics(SAMPLE / "topics.xml"), kp.qrels(QRELS)
+    index = kp.index(SAMPLE / "passages.jsonl.gz")
+    row15 = kp.Retriever(index, config="row-15")
+    pt.Experiment([row15, kp.pipeline("default", SAMPLE / "passages.jsonl.gz")], topics, qrels, ["ndcg_cut_5"])
+
+Frames follow PyTerrier's conventions: topics have ``qid`` and ``query`` (kueri's also ``first``, ``second``,
+``description``, ``narrative``), results add ``docno``, ``score`` and ``rank`` (from 0), in kueri's order
+(its ties included); columns a transformer does not know are passed through. A stage that needs the
+topics' objects (the second stage, stance, the objects filter) says so when ``first``/``second`` are
+missing. ``pipeline(name, ...)`` is the transformer form of ``kueri run --config NAME``; written with
+:func:`write_run` it gives the CLI's run file line for line.
+
+PyTerrier's own Java (``pt.java.init()``, which downloads Terrier's jars) is never needed. kueri starts its
+JVM on first use; if PyTerrier's was started first, kueri's Lucene is not on its class path and kueri
+says what to do (see :func:`kueri.lucene.jvm.find_jar`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kueri.config import RunConfig, get_config
+from kueri.errors import KueriError, SetupError
+from kueri.files import writable_folder
+from kueri.fusion import DEFAULT_K, ranked, reciprocal_rank_fusion
+from kueri.lucene import AnalyzerConfig, LuceneIndex, feedback_run
+from kueri.parse import read_topics
+from kueri.pipeline import cached_index, default_workdir, search_run
+from kueri.records import NO_STANCE, Hit, Run, Topic
+from kueri.runfile import read_qrels
+from kueri.runfile import write_run as write_run_file
+
+try:
+    import pandas as pd
+    import pyterrier as pt
+except ImportError as exc:  # pragma: no cover - the optional extra is missing
+    raise SetupError(f"kueri.pyterrier needs PyTerrier ({exc}): pip install 'kueri[pyterrier]'") from None
+
+TOPIC_COLUMNS = ["qid", "query", "first", "second", "description", "narrative"]
+RESULT_COLUMNS = ["docno", "score", "rank"]
+
+
+# -- data ---------------------------------------------------------------------------------------------------
+
+
+def topics(path: str | Path) -> pd.DataFrame:
+    """A Touché topics file as a PyTerrier topics frame: ``qid`` (str), ``query`` (the title), ``first``,
+    ``second`` (the two objects), ``description``, ``narrative``."""
+    return pd.DataFrame([(t.number, t.title, t.objects[0], t.objects[1], t.description, t.narrative)
+                         for t in read_topics(path)], columns=TOPIC_COLUMNS)
+
+
+def qrels(path: str | Path) -> pd.DataFrame:
+    """A qrels file as a PyTerrier qrels frame: ``qid``, ``docno``, ``label`` (int)."""
+    return pd.DataFrame([(qid, doc, int(grade)) for qid, docs in read_qrels(path).items()
+                         for doc, grade in docs.items()], columns=["qid", "docno", "label"])
+
+
+@dataclass
+class Index:
+    """A corpus with its work folder: the index of any analysis, built or reused exactly as the CLI does."""
+
+    corpus: Path
+    workdir: Path
+    analyzer: AnalyzerConfig
+    skip_bad: bool = False
+    _open: dict[AnalyzerConfig, LuceneIndex] = field(default_factory=dict, repr=False)
+
+    def lucene(self, analyzer: AnalyzerConfig | None = None) -> LuceneIndex:
+        """The open Lucene index of ``analyzer`` (this handle's by default)."""
+        analyzer = analyzer or self.analyzer
+        if analyzer not in self._open:
+            self._open[analyzer] = cached_index(self.corpus, analyzer, self.workdir, skip_bad=self.skip_bad,
+                                                progress=False)
+        return self._open[analyzer]
+
+    def with_analyzer(self, analyzer: AnalyzerConfig) -> Index:
+        """The same corpus and work folder under another analysis (open indexes are shared)."""
+        return Index(self.corpus, self.workdir, analyzer, self.skip_bad, self._open)
+
+
+def index(corpus: str | Path, config: str = "default", workdir: str | Path | None = None,
+          skip_bad: bool = False) -> Index:
+    """The index of ``corpus`` for configuration ``config``'s analysis, in ``workdir`` (as ``kueri run``)."""
+    handle = Index(Path(corpus), writable_folder(workdir or default_workdir(), "work folder"),
+                   get_config(config).analyzer, skip_bad)
+    handle.lucene()  # build (or reuse) it now, as the CLI does
+    return handle
+
+
+# -- frames and runs ----------------------------------------------------------------------------------------
+
+
+def _require(frame: pd.DataFrame, columns: Sequence[str], who: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        hint = " (kueri.pyterrier.topics() gives them)" if {"first", "second"} & set(missing) else ""
+        raise KueriError(f"{who} needs the column(s) {', '.join(missing)}{hint}; it got {list(frame.columns)}")
+
+
+def topic_records(frame: pd.DataFrame, who: str, objects: bool = False) -> list[Topic]:
+    """The topics of a frame (one per qid, first row wins); ``objects``: ``first``/``second`` are required."""
+    _require(frame, ["qid", "query", *(["first", "second"] if objects else [])], who)
+    rows = frame.drop_duplicates("qid")
+
+    def text(row: Any, name: str) -> str:
+        return str(row[name]) if name in rows.columns and pd.notna(row[name]) else ""
+
+    return [Topic(str(row["qid"]), str(row["query"]), (text(row, "first"), text(row, "second")),
+                  text(row, "description"), text(row, "narrative")) for _, row in rows.iterrows()]
+
+
+def run_of(results: pd.DataFrame) -> Run:
+    """A results frame as a kueri run: topics in the frame's order, hits by ``rank`` (else by score)."""
+    _require(results, ["qid", "docno", "score"], "a kueri stage")
+    order = {qid: i for i, qid in enumerate(dict.fromkeys(results["qid"].astype(str)))}
+    frame = results.assign(_topic=results["qid"].astype(str).map(order))
+    if "rank" in frame.columns:
+        frame = frame.sort_values(["_topic", "rank"], kind="stable")
+    else:
+        frame = frame.sort_values(["_topic", "score"], ascending=[True, False], kind="stable")
+    stances = frame["stance"] if "stance" in frame.columns else [NO_STANCE] * len(frame)
+    run: Run = {}
+    for qid, doc, score, stance in zip(frame["qid"].astype(str), frame["docno"], frame["score"], stances,
+                                       strict=True):
+        run.setdefault(qid, []).append(Hit(str(doc), float(score), str(stance)))
+    return run
+
+
+def frame_of(run: Run, given: pd.DataFrame, stance: bool = False) -> pd.DataFrame:
+    """A kueri run as a results frame, with the columns of ``given`` passed through: its query columns for
+    every hit, its per-document columns for the hits it had. Ranks from 0 in kueri's order."""
+    rows = [(qid, hit.doc, hit.score, rank, hit.stance) for qid, hits in run.items()
+            for rank, hit in enumerate(hits)]
+    frame = pd.DataFrame(rows, columns=["qid", "docno", "score", "rank", "stance"])
+    if not stance:
+        frame = frame.drop(columns="stance")
+    given = given.assign(qid=given["qid"].astype(str))
+    if "docno" in given.columns:  # a results frame: keep its other columns per (qid, docno)
+        extra = given.drop(columns=[c for c in ("score", "rank", "stance") if c in given.columns])
+        return frame.merge(extra.drop_duplicates(["qid", "docno"]), on=["qid", "docno"], how="left")
+    queries = given.drop_duplicates("qid")
+    out = frame.merge(queries, on="qid", how="left")
+    return out[[*queries.columns, *[c for c in frame.columns if c != "qid"]]]
+
+
+def write_run(results: pd.DataFrame, path: str | Path, tag: str) -> int:
+    """``results`` as a Touché run file (stance column, else ``Q0``), atomically; the number of lines."""
+    return write_run_file(run_of(results), path, tag)
+
+
+# -- transformers -------------------------------------------------------------------------------------------
+
+
+class _Stage(pt.Transformer):
+    """A kueri stage over a results frame: inspectable by PyTerrier without running it."""
+
+    needs_objects = False
+    adds: tuple[str, ...] = ()
+
+    @property
+    def transform_inputs(self) -> list[list[str]]:
+        return [["qid", "query", *(["first", "second"] if self.needs_objects else []), "docno", "score", "rank"]]
+
+    def transform_outputs(self, input_columns: list[str]) -> list[str]:
+        return [*input_columns, *(c for c in self.adds if c not in input_columns)]
+
+
+class Retriever(pt.Transformer):
+    """Topics -> results of one Table 1 search or feedback configuration (``row-15``: kueristopv2 + Porter, BM25).
+
+    Its index is the handle's corpus and work folder under the configuration's analysis; ``hits`` per topic.
+    """
+
+    def __init__(self, index: Index, config: str | RunConfig = "row-15", hits: int = 1000) -> None:
+        self.index = index
+        self.config = (get_config(config) if isinstance(config, str) else config).with_changes(hits=hits)
+        if self.config.fuse or self.config.second_stage or self.config.quality_rerank or self.config.stance_depth:
+            raise KueriError(f"Retriever runs a search or feedback configuration; {self.config.name} has more "
+                             f"stages: use kueri.pyterrier.pipeline({self.config.name!r}, corpus)")
+
+    @property
+    def transform_inputs(self) -> list[list[str]]:
+        objects = ["first", "second"] if self.config.filter_objects != "off" else []
+        return [["qid", "query", *objects]]
+
+    def transform_outputs(self, input_columns: list[str]) -> list[str]:
+        return [*input_columns, *(c for c in RESULT_COLUMNS if c not in input_columns)]
+
+    def transform(self, topics: pd.DataFrame) -> pd.DataFrame:
+        records = topic_records(topics, f"Retriever({self.config.name})", self.config.filter_objects != "off")
+        lucene = self.index.lucene(self.config.analyzer)
+        if self.config.feedback:
+            run = feedback_run(lucene, self.config.feedback, [t.number for t in records])
+        else:
+            run = search_run(lucene, self.config, records)
+        return frame_of(run, topics)
+
+    def __repr__(self) -> str:
+        return f"kueri.Retriever({self.config.name!r}, hits={self.config.hits})"
+
+
+class SecondStage(_Stage):
+    """The learned second stage: reranks the top ``depth`` hits of each topic (title, objects, quality, neural)."""
+
+    needs_objects = True
+
+    def __init__(self, index: Index, model: str = "second-stage-v2", depth: int | None = 100) -> None:
+        from kueri.second_stage import SecondStageModel, load_encoders
+
+        self.index, self.model_name, self.depth = index, model, depth
+        self.model = SecondStageModel.load(model)
+        self.encoders = load_encoders(self.model.encoders, cache_dir=index.workdir)  # embeddings kept there
+
+    def transform(self, results: pd.DataFrame) -> pd.DataFrame:
+        from kueri.second_stage import second_stage
+
+        records = topic_records(results, "SecondStage", objects=True)
+        run = second_stage(run_of(results), records, self.index.lucene(), depth=self.depth, model=self.model,
+                           encoders=self.encoders)
+        return frame_of(run, results, stance="stance" in results.columns)
+
+    def __repr__(self) -> str:
+        return f"kueri.SecondStage({self.model_name!r}, depth={self.depth})"
+
+
+class QualityRerank(_Stage):
+    """Scores times argument quality: ``offline`` (the shipped model), ``debater-2022``, or a score file."""
+
+    def __init__(self, index: Index, source: str = "offline") -> None:
+        self.index, self.source = index, source
+
+    def transform(self, results: pd.DataFrame) -> pd.DataFrame:
+        from kueri.quality import rerank
+        from kueri.quality.offline import quality_scores_for
+
+        run = run_of(results)
+        ids = {hit.doc for hits in run.values() for hit in hits}
+        scores = quality_scores_for(self.source, self.index.corpus, ids, skip_bad=self.index.skip_bad)
+        return frame_of(rerank(run, scores), results, stance="stance" in results.columns)
+
+    def __repr__(self) -> str:
+        return f"kueri.QualityRerank({self.source!r})"
+
+
+class Stance(_Stage):
+    """Adds a ``stance`` column: FIRST / SECOND / NEUTRAL / NO for the top ``depth`` hits (None: all), else Q0."""
+
+    needs_objects = True
+    adds = ("stance",)
+
+    def __init__(self, index: Index, depth: int | None = None) -> None:
+        from kueri.stance import StanceModel
+
+        self.index, self.depth = index, depth
+        self.model = StanceModel.load()
+
+    def transform(self, results: pd.DataFrame) -> pd.DataFrame:
+        from kueri.stance import index_texts, label_run
+
+        records = topic_records(results, "Stance", objects=True)
+        run = label_run(run_of(results), records, index_texts(self.index.lucene()), depth=self.depth,
+                        model=self.model)
+        return frame_of(run, results, stance=True)
+
+    def __repr__(self) -> str:
+        return f"kueri.Stance(depth={self.depth})"
+
+
+class RRF(pt.Transformer):
+    """Reciprocal rank fusion of the transformers' results, as the original (rank column, ``k``, top ``depth``)."""
+
+    def __init__(self, *transformers: pt.Transformer, k: float = DEFAULT_K, depth: int = 1000) -> None:
+        if not transformers:
+            raise KueriError("RRF needs at least one transformer")
+        self.transformers, self.k, self.depth = list(transformers), k, depth
+
+    @property
+    def transform_inputs(self) -> list[list[str]]:
+        return [["qid", "query"]]
+
+    def transform_outputs(self, input_columns: list[str]) -> list[str]:
+        return [*input_columns, *(c for c in RESULT_COLUMNS if c not in input_columns)]
+
+    def subtransformers(self) -> dict[str, Any]:
+        return {"transformers": self.transformers}
+
+    def transform(self, topics: pd.DataFrame) -> pd.DataFrame:
+        runs = [ranked(run_of(t.transform(topics))) for t in self.transformers]
+        fused = reciprocal_rank_fusion(runs, k=self.k, depth=self.depth)
+        return frame_of(fused, topics.drop(columns=[c for c in ("docno", "score", "rank") if c in topics.columns]))
+
+    def __repr__(self) -> str:
+        return f"kueri.RRF({', '.join(map(repr, self.transformers))}, k={self.k:g})"
+
+
+def pipeline(name: str, corpus: str | Path, workdir: str | Path | None = None) -> pt.Transformer:
+    """The transformer that computes what ``kueri run --config NAME`` computes (Table 1 rows, ``default``,
+    ``auto-*``, ``quality-rerank``...): retrieval (or RRF), then the second stage, quality, stance."""
+    config = get_config(name)
+    return _pipeline_of(config, index(corpus, name, workdir))
+
+
+def _pipeline_of(config: RunConfig, handle: Index) -> pt.Transformer:
+    own = handle.with_analyzer(config.analyzer)
+    if config.fuse:
+        head: pt.Transformer = RRF(*(_pipeline_of(get_config(n), handle) for n in config.fuse), k=config.fuse_k,
+                                   depth=config.hits)
+    else:
+        head = Retriever(own, config.with_changes(second_stage=None, quality_rerank=None, stance_depth=None),
+                         hits=config.hits)
+    if config.second_stage:
+        from kueri.second_stage import SecondStageModel
+
+        depth = config.second_stage_depth or SecondStageModel.load(config.second_stage).depth
+        head = head >> SecondStage(own, model=config.second_stage, depth=depth)
+    if config.quality_rerank:
+        head = head >> QualityRerank(own, config.quality_rerank)
+    if config.stance_depth:
+        head = head >> Stance(own, depth=config.stance_depth)
+    return head
