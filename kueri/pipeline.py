@@ -82,6 +82,9 @@ def index_corpus(
     skip_bad: bool = False,
     progress: bool = True,
     ram_buffer_mb: float = 256.0,
+    ray_address: str | None = None,
+    shard_dir: str | Path | None = None,
+    chunk_passages: int | None = None,
 ) -> LuceneIndex:
     """Build an index of ``corpus`` and report read / indexed / skipped counts."""
     log.info("indexing %s with %s", corpus, analyzer.summary())
@@ -92,6 +95,9 @@ def index_corpus(
         analyzer,
         ram_buffer_mb=ram_buffer_mb,
         progress=progress,
+        ray_address=ray_address,
+        shard_dir=shard_dir,
+        chunk_passages=chunk_passages,
         metadata={
             "corpus": corpus_fingerprint(corpus),
             "read": lambda: reader.stats.read,

@@ -63,6 +63,7 @@ def cmd_offline(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise KueriError(f"--workers must be at least 1, not {args.workers}")
     summary = score_corpus(args.corpus, args.scores, args.model or DEFAULT_MODEL, workers=args.workers,
+                           ray_address=args.ray,
                            progress=args.progress, skip_bad=args.skip_bad)
     log.info("offline quality: wrote %d scores to %s in %.1f s (%.0f passages/s, %d process(es))", summary.scored,
              args.scores, summary.seconds, summary.rate, args.workers)
@@ -90,6 +91,8 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
     p.add_argument("--corpus", required=True, help=".jsonl/.jsonl.gz file or a folder of them")
     p.add_argument("--scores", required=True, help="score file to write (replaced)")
     p.add_argument("--workers", type=int, default=1, help="processes (%(default)s)")
+    p.add_argument("--ray", metavar="ADDRESS", help="score as tasks of a Ray cluster (auto, or the head's host:port; "
+                   "needs kueri[ray] on every node): the same file")
     p.add_argument("--model", help="model file (default: the shipped quality-ridge-v1.npz)")
     p.add_argument("--skip-bad", action="store_true", help="skip and count bad corpus lines instead of stopping")
     p.set_defaults(func=cmd_offline)

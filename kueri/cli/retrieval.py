@@ -27,7 +27,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     config = config_from(args)
     index_corpus(args.corpus, args.index, config.analyzer, skip_bad=args.skip_bad, progress=args.progress,
-                 ram_buffer_mb=args.ram_buffer)
+                 ram_buffer_mb=args.ram_buffer, ray_address=args.ray, shard_dir=args.shard_dir,
+                 chunk_passages=args.chunk_passages)
     return 0
 
 
@@ -207,6 +208,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--index", required=True, help="index folder (replaced)")
     p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
     p.add_argument("--ram-buffer", type=float, default=256.0, help="IndexWriter RAM buffer in MB (256)")
+    p.add_argument("--chunk-passages", type=int, metavar="N",
+                   help="passages per shard of a parallel or Ray build (KUERI_CHUNK_PASSAGES, else 50000)")
+    p.add_argument("--ray", metavar="ADDRESS", help="build the shards as tasks of a Ray cluster: auto, or the head's "
+                   "host:port (needs kueri[ray] on every node)")
+    p.add_argument("--shard-dir", metavar="DIR", help="with --ray: a folder every node and this machine see, for the "
+                   "shards (default: they come back through Ray's object store)")
     add_config_flag(p)
     add_analyzer_flags(p)
     p.set_defaults(func=cmd_index)

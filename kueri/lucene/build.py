@@ -1,4 +1,4 @@
-"""build: index a corpus, on one writer or on several worker processes (the same index either way).
+"""build: index a corpus, on one writer, several worker processes or a Ray cluster (the same index each way).
 
 A corpus larger than one chunk is indexed by worker processes as contiguous shards joined in corpus
 order (:mod:`kueri.lucene.shards`); a smaller one, or ``workers=1``, by one writer in this process
@@ -27,6 +27,8 @@ def build_index(
     metadata: dict[str, Any] | None = None,
     workers: int | None = None,
     chunk_passages: int | None = None,
+    ray_address: str | None = None,
+    shard_dir: str | Path | None = None,
 ) -> IndexStats:
     """Index ``passages`` (in their order) into ``index_dir``, replacing what was there.
 
@@ -37,7 +39,17 @@ def build_index(
     contiguous chunks of ``chunk_passages`` passages in that many worker processes and joins them
     in corpus order (:mod:`kueri.lucene.shards`): the same documents, doc ids, scores and ties as one
     writer. A corpus that fits in one chunk is indexed here, in this process.
+
+    ``ray_address`` (``auto`` or ``host:port``): the shards are built as tasks of that Ray cluster
+    instead (:mod:`kueri.lucene.cluster`), brought back through ``shard_dir`` (a folder every node
+    sees) or Ray's object store; the same index.
     """
+    if ray_address:
+        from kueri.lucene.cluster import build_on_ray  # Ray is an optional extra
+
+        return build_on_ray(passages, Path(index_dir), analyzer_config, address=ray_address, shard_dir=shard_dir,
+                            chunk_passages=chunk_passages, ram_buffer_mb=ram_buffer_mb, progress=progress,
+                            metadata=metadata)
     workers = resolve_workers(workers)
     if workers > 1:
         return build_parallel(

@@ -18,11 +18,14 @@ Public API: :class:`OfflineQualityModel`, :func:`score_corpus`, :func:`quality_s
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
 import json
 import math
 import multiprocessing
 import multiprocessing.pool
+import tempfile
 import time
 import zipfile
 from collections import Counter, deque
@@ -192,6 +195,20 @@ def _score_chunk(chunk: list[tuple[str, str]]) -> list[tuple[str, float]]:
     return [(pid, _worker_model.score(contents)) for pid, contents in chunk]
 
 
+@functools.cache
+def _model_from_bytes(digest: str, data: bytes) -> OfflineQualityModel:
+    """A model shipped to a Ray worker as bytes (its nodes need not see the driver's files), loaded once."""
+    with tempfile.NamedTemporaryFile(suffix=".npz") as handle:
+        handle.write(data)
+        handle.flush()
+        return OfflineQualityModel.load(handle.name)
+
+
+def _score_chunk_on_ray(chunk: list[tuple[str, str]], digest: str, data: bytes) -> list[tuple[str, float]]:
+    model = _model_from_bytes(digest, data)
+    return [(pid, model.score(contents)) for pid, contents in chunk]
+
+
 def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
     chunk: list[tuple[str, str]] = []
     for pair in pairs:
@@ -204,12 +221,24 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[
 
 
 def iter_offline_scores(pairs: Iterable[tuple[str, str]], model_path: str | Path = DEFAULT_MODEL,
-                        workers: int = 1) -> Iterator[tuple[str, float]]:
-    """``(id, quality)`` for ``(id, contents)`` pairs, in input order, in ``workers`` processes.
+                        workers: int = 1, ray_address: str | None = None) -> Iterator[tuple[str, float]]:
+    """``(id, quality)`` for ``(id, contents)`` pairs, in input order, in ``workers`` processes, or as
+    tasks of the Ray cluster at ``ray_address`` (the model travels with the tasks; the same scores).
 
-    At most ``2 * workers`` chunks are in flight, so memory stays bounded on the full corpus
-    (``Pool.imap`` would read the whole input ahead).
+    At most ``2 * workers`` chunks (twice the cluster's CPUs) are in flight, so memory stays bounded on
+    the full corpus (``Pool.imap`` would read the whole input ahead).
     """
+    if ray_address:
+        from kueri.scaleout import TASK_RETRIES, connect, ordered_map
+
+        OfflineQualityModel.load(model_path)  # fail here, clearly, rather than in every task
+        data = Path(model_path).read_bytes()
+        ray = connect(ray_address)
+        task = ray.remote(max_retries=TASK_RETRIES)(_score_chunk_on_ray)
+        model = ray.put(data)
+        for scored in ordered_map(ray, task, _chunks(pairs, _CHUNK), hashlib.sha256(data).hexdigest(), model):
+            yield from scored
+        return
     if workers <= 1:
         model = OfflineQualityModel.load(model_path)
         for pid, contents in pairs:
@@ -244,7 +273,7 @@ def _corpus_pairs(corpus: str | Path, ids: Collection[str] | None, skip_bad: boo
 
 def score_corpus(corpus: str | Path, scores_path: str | Path, model_path: str | Path = DEFAULT_MODEL,
                  workers: int = 1, progress: bool = True, skip_bad: bool = False,
-                 ids: Collection[str] | None = None) -> OfflineSummary:
+                 ids: Collection[str] | None = None, ray_address: str | None = None) -> OfflineSummary:
     """Write ``passage_id<TAB>quality`` (6 decimals) for every passage of ``corpus`` (or only ``ids``).
 
     The file is written atomically: it appears complete or not at all (the run is fast and
@@ -256,7 +285,7 @@ def score_corpus(corpus: str | Path, scores_path: str | Path, model_path: str | 
 
     def lines() -> Iterator[str]:
         nonlocal scored
-        results = iter_offline_scores(_corpus_pairs(corpus, ids, skip_bad), model_path, workers)
+        results = iter_offline_scores(_corpus_pairs(corpus, ids, skip_bad), model_path, workers, ray_address)
         with progress_bar("offline quality", "passages", progress, iterable=results) as bar:
             for pid, quality in bar:
                 if "\t" in pid or "\n" in pid:

@@ -1,0 +1,139 @@
+"""Scale-out on Ray: a local cluster on 127.0.0.1 builds shards and scores passages as tasks.
+
+Every result is compared with the local command's: the index (every Table 1 search row's run on it)
+and the quality score file. A worker killed mid-build is survived. The cluster is started by the test
+(``ray start --head`` on loopback, token authentication off for it) and stopped after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from kueri.config import TABLE1_SEARCH_ROWS  # noqa: E402
+from kueri.lucene import MANIFEST, LuceneIndex, build_index  # noqa: E402
+from kueri.parse import PassageReader, read_topics  # noqa: E402
+from kueri.pipeline import search_run  # noqa: E402
+from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+#: Ray on loopback only (its default would advertise the machine's own address), no token for a test cluster.
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> str:
+    ray = str(Path(sys.executable).parent / "ray")
+    port = free_port()
+    env = {**os.environ, **RAY_ENV}
+    started = subprocess.run([ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+                              "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats"],
+                             env=env, capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def kueri(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "kueri", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """The sample, then the sample again under new ids (5,214 passages): several shards of real text."""
+    path = tmp_path_factory.mktemp("corpus") / "passages.jsonl"
+    passages = list(PassageReader(SAMPLE_CORPUS))
+    with open(path, "w", encoding="utf-8") as out:
+        for copy in ("", "-again"):
+            for p in passages:
+                out.write(json.dumps({"id": p.id + copy, "contents": p.contents}) + "\n")
+    return path
+
+
+def runs_of(index_dir: Path, rows: list) -> dict[str, dict]:
+    topics = read_topics(SAMPLE_TOPICS)
+    with LuceneIndex(index_dir) as index:
+        return {row.name: search_run(index, row, topics) for row in rows}
+
+
+def test_ray_builds_equal_local_builds_for_every_table1_search_row(cluster, corpus, tmp_path):
+    by_analyzer: dict = {}
+    for row in TABLE1_SEARCH_ROWS:
+        by_analyzer.setdefault(row.analyzer, []).append(row)
+    for number, (analyzer, rows) in enumerate(by_analyzer.items()):
+        local = tmp_path / f"local-{number}"
+        build_index(PassageReader(corpus), local, analyzer, progress=False, workers=1)
+        flags = ["--stoplist", analyzer.stoplist, "--stemmer", analyzer.stemmer or "none"]
+        shared = ["--shard-dir", str(tmp_path / f"shared-{number}")] if number % 2 else []  # both ways back
+        built = kueri("index", "--corpus", str(corpus), "--index", str(tmp_path / f"ray-{number}"), "--ray", cluster,
+                      "--chunk-passages", "1500", *flags, *shared, "-q")
+        assert built.returncode == 0, built.stderr
+        manifest = json.loads((tmp_path / f"ray-{number}" / MANIFEST).read_text())
+        assert (manifest["indexed"], manifest["build"]["shards"]) == (5214, 4)
+        assert runs_of(tmp_path / f"ray-{number}", rows) == runs_of(local, rows), [r.name for r in rows]
+
+
+def test_quality_offline_on_ray_writes_the_local_file(cluster, corpus, tmp_path):
+    local = kueri("quality", "offline", "--corpus", str(corpus), "--scores", str(tmp_path / "local.tsv"), "-q")
+    assert local.returncode == 0, local.stderr
+    remote = kueri("quality", "offline", "--corpus", str(corpus), "--scores", str(tmp_path / "ray.tsv"), "--ray",
+                   cluster, "-q")
+    assert remote.returncode == 0, remote.stderr
+    assert (tmp_path / "ray.tsv").read_bytes() == (tmp_path / "local.tsv").read_bytes()
+    assert len((tmp_path / "ray.tsv").read_text().splitlines()) == 5214
+
+
+def shard_workers() -> list[int]:
+    listing = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in listing.splitlines() if "ray::_build_shard_task" in line]
+
+
+def test_a_killed_worker_is_survived(cluster, corpus, tmp_path):
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "kueri", "index", "--corpus", str(corpus), "--index", str(tmp_path / "ray"),
+               "--ray", cluster, "--chunk-passages", "300", "--config", "row-07", "-q"]
+    build = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    killed = None
+    while killed is None and time.monotonic() < deadline and build.poll() is None:
+        workers = shard_workers()
+        if workers:
+            os.kill(workers[0], signal.SIGKILL)
+            killed = workers[0]
+        time.sleep(0.05)
+    _, err = build.communicate(timeout=600)
+    assert killed is not None, "no shard task was ever seen running"
+    assert build.returncode == 0, err
+    local = tmp_path / "local"
+    rows = [row for row in TABLE1_SEARCH_ROWS if row.name == "row-07"]
+    build_index(PassageReader(corpus), local, rows[0].analyzer, progress=False, workers=1)
+    assert runs_of(tmp_path / "ray", rows) == runs_of(local, rows)
+
+
+def test_an_unreachable_cluster_is_one_line(tmp_path):
+    result = kueri("index", "--corpus", str(SAMPLE_CORPUS), "--index", str(tmp_path / "i"), "--ray",
+                   f"127.0.0.1:{free_port()}", timeout=120)
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("kueri: error: cannot reach the Ray cluster at 127.0.0.1:")
+    assert not (tmp_path / "i").exists()
