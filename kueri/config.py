@@ -267,13 +267,24 @@ AUTO_NEURAL = replace(AUTO_MINILM_E5, name="auto-neural", second_stage="second-s
 AUTO_LEXICAL = replace(AUTO_MINILM_E5, name="auto-lexical", second_stage="second-stage-lexical-v1",
                        description="row 15, then the learned second stage without the neural feature (numpy only), "
                        "stance of every hit", tag="kueri_auto_lexical")
-#: The best automatic configuration available (title and objects only, no judgments, no network): what
-#: my-software.sh runs.
+#: The same second stage reading only the title and the objects of a topic, named for comparison with the
+#: whole-topic one.
+AUTO_TITLE = replace(AUTO_MINILM_E5, name="auto-title", tag="kueri_auto_title",
+                     description="title and objects only: " + AUTO_MINILM_E5.description)
+#: The second stage that also reads the topic's description and narrative (BM25, MiniLM and e5 similarities
+#: of each with the passage); still automatic (no judgments, no human).
+AUTO_WHOLE_TOPIC = replace(AUTO_MINILM_E5, name="auto-whole-topic", second_stage="second-stage-whole-topic-v1",
+                           tag="kueri_auto_whole_topic",
+                           description="row 15, then the learned second stage reading the whole topic: title, objects, "
+                           "description and narrative (BM25, MiniLM, e5), MiniLM pseudo-relevance feedback, stance of "
+                           "every hit")
+#: The best automatic configuration available (no judgments, no network): what my-software.sh runs.
 DEFAULT = replace(AUTO_MINILM_E5, name="default",
                   description=f"best automatic configuration: {AUTO_MINILM_E5.description}", tag="kueri_default")
 
 CONFIGS: dict[str, RunConfig] = {
-    c.name: c for c in [DEFAULT, AUTO_MINILM_E5, AUTO_NEURAL, AUTO_LEXICAL, QUALITY_RERANK, *TABLE1]
+    c.name: c
+    for c in [DEFAULT, AUTO_MINILM_E5, AUTO_TITLE, AUTO_WHOLE_TOPIC, AUTO_NEURAL, AUTO_LEXICAL, QUALITY_RERANK, *TABLE1]
 }
 CONFIGS["baseline"] = RunConfig(
     name="baseline", description="the original's BaselineAnalyzer (lucene stoplist), BM25",

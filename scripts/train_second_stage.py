@@ -59,8 +59,14 @@ from kueri.quality.offline import OfflineQualityModel  # noqa: E402
 from kueri.records import Hit, Run  # noqa: E402
 from kueri.runfile import read_qrels  # noqa: E402
 from kueri.second_stage.candidates import Candidates, CandidateTimes, collect  # noqa: E402
-from kueri.second_stage.features import FEATURES, NEURAL_FEATURES, TEXT_FEATURES  # noqa: E402
-from kueri.second_stage.model import DEFAULT_MODEL, LEXICAL_MODEL, MINILM_MODEL, SecondStageModel  # noqa: E402
+from kueri.second_stage.features import FEATURES, NEURAL_FEATURES, TEXT_FEATURES, TITLE_FEATURES  # noqa: E402
+from kueri.second_stage.model import (  # noqa: E402
+    DEFAULT_MODEL,
+    LEXICAL_MODEL,
+    MINILM_MODEL,
+    WHOLE_TOPIC_MODEL,
+    SecondStageModel,
+)
 from kueri.second_stage.rerank import load_encoders, reorder_head  # noqa: E402
 
 SAMPLE = resources.sample()
@@ -73,10 +79,11 @@ LAMBDAS = (0.001, 0.01, 0.03, 0.1, 0.3, 1.0)
 CANDIDATES = 1000  # the lexical run's hits per topic that features are computed for (all of them)
 DENSE_DEPTH = 100  # cross-validated as good as deeper, and the neural features' cost grows with it
 LEXICAL_DEPTH = 1000
-_LEXICAL = tuple(f for f in FEATURES if f not in NEURAL_FEATURES)
+_LEXICAL = tuple(f for f in TITLE_FEATURES if f not in NEURAL_FEATURES)
 #: The features each model weighs, and the file it is written to by default.
 FEATURE_SETS: dict[str, tuple[tuple[str, ...], Path]] = {
-    "minilm-e5": (FEATURES, DEFAULT_MODEL),
+    "minilm-e5": (TITLE_FEATURES, DEFAULT_MODEL),
+    "whole-topic": (FEATURES, WHOLE_TOPIC_MODEL),
     "minilm": ((*_LEXICAL, "dense_title"), MINILM_MODEL),
     "lexical": (_LEXICAL, LEXICAL_MODEL),
 }
@@ -138,7 +145,7 @@ def build_data(corpus: Path, topics_path: Path, qrels_paths: Sequence[Path], wor
         quality = OfflineQualityModel.load()
         times = CandidateTimes()
         encoders = load_encoders({NEURAL_FEATURES[f] for f in features if f in NEURAL_FEATURES}, cache_dir=workdir)
-        candidates = collect(run, topics, index, depth, quality.score, times, encoders=encoders)
+        candidates = collect(run, topics, index, depth, quality.score, times, encoders=encoders, wanted=features)
         passage_ids = list(index.ids)
     log(f"features: {times.summary()} ({time.perf_counter() - started:.1f} s with the lexical run)")
     qrels = inherited_qrels(qrels_paths, passage_ids)

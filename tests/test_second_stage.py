@@ -90,7 +90,8 @@ def test_features_of_real_passages_are_finite(row15, topics):
 
 
 @pytest.mark.parametrize("name", ["second-stage-lexical-v1", pytest.param("second-stage-v1", marks=needs_neural),
-                                  pytest.param("second-stage-v2", marks=needs_neural)])
+                                  pytest.param("second-stage-v2", marks=needs_neural),
+                                  pytest.param("second-stage-whole-topic-v1", marks=needs_neural)])
 def test_features_are_those_the_shipped_model_was_trained_on(row15, topics, name):
     """The model stores feature rows of a few candidates: if the features (or the object matcher, the
     quality model or the encoders they use) changed since training, retrain:
@@ -106,7 +107,7 @@ def test_features_are_those_the_shipped_model_was_trained_on(row15, topics, name
     assert checks
     wanted = {c["topic"]: run[c["topic"]] for c in checks}
     candidates = collect(wanted, topics, index, 3, OfflineQualityModel.load().score,
-                         encoders=load_encoders(model.encoders))
+                         encoders=load_encoders(model.encoders), wanted=model.features)
     columns = [FEATURES.index(f) for f in model.features]
     for check in checks:
         cand = candidates[check["topic"]]
@@ -511,3 +512,19 @@ def test_e5_refuses_a_file_that_is_not_its_model(tmp_path):
     path.write_bytes(b"E5S1" + b"\x01\x00\x00\x00" + b"\x00" * 10)  # the header, cut short
     with pytest.raises(SetupError, match="damaged"):
         E5Weights.load(path)
+
+
+def test_whole_topic_features_read_the_description_and_narrative(row15, topics):
+    """Computed only when a model weighs them; a topic without a description gets 0s, not an error."""
+    from kueri.second_stage.candidates import collect
+
+    index, run = row15
+    some = {qid: run[qid] for qid in list(run)[:2]}
+    columns = [FEATURES.index(f) for f in ("desc_bm25_rel", "narr_bm25_rel")]
+    lexical = collect(some, topics, index, 5, lambda text: 0.5)  # wanted=None: all of them
+    assert all(cand.features[:, columns].max() > 0 for cand in lexical.values())
+    title_only = collect(some, topics, index, 5, lambda text: 0.5, wanted=FEATURES[:5])
+    assert all((cand.features[:, columns] == 0).all() for cand in title_only.values())
+    blank = [t._replace(description="", narrative="") for t in topics]
+    without = collect(some, blank, index, 5, lambda text: 0.5)
+    assert all((cand.features[:, columns] == 0).all() for cand in without.values())

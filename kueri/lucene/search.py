@@ -212,6 +212,8 @@ class PassageScorer:
         L = lucene()
         if not pids:
             return []
+        if not text.strip():  # e.g. a topic without a description
+            return [0.0] * len(pids)
         query = self.builder.parse(text)
         if query.toString() == "":  # only stopwords: nothing to score
             return [0.0] * len(pids)

@@ -8,7 +8,7 @@ its cost grows with the number of candidates (topics x depth), not with the corp
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,7 +18,15 @@ from kueri.errors import KueriError
 from kueri.lucene import LuceneIndex, PassageScorer
 from kueri.progress import progress as with_progress
 from kueri.records import Hit, Run, Topic
-from kueri.second_stage.features import PRF_DEPTH, QUERY_CUES, relative, topic_features
+from kueri.second_stage.features import (
+    FEATURES,
+    PRF_DEPTH,
+    QUERY_CUES,
+    TITLE_FEATURES,
+    TOPIC_FIELDS,
+    relative,
+    topic_features,
+)
 
 #: Quality of passage texts, one number each (the offline model's ``score``).
 QualityScorer = Callable[[str], float]
@@ -96,12 +104,15 @@ def collect(
     times: CandidateTimes | None = None,
     progress: bool = False,
     encoders: Encoders | None = None,
+    wanted: Collection[str] | None = None,
 ) -> dict[str, Candidates]:
     """The top ``depth`` hits of every topic of ``run`` with their feature rows.
 
     Texts, quality and embeddings are computed once per distinct passage (a passage retrieved for
     several topics is read and scored once). Every topic of the run must be among ``topics``.
     ``encoders``: for the neural features (None, or an encoder left None: those columns are 0).
+    ``wanted``: the features a model weighs (None: all); the whole-topic ones (description, narrative)
+    are computed only when wanted, the others always.
     """
     if depth < 1:
         raise KueriError(f"second stage: depth must be at least 1, not {depth}")
@@ -128,7 +139,9 @@ def collect(
     times.quality += time.perf_counter() - start
 
     start = time.perf_counter()
-    neural = _neural_columns(encoders, heads, pids, feedback, [by_number[q] for q in numbers], text_of, times)
+    whole_topic = {f for f in (wanted if wanted is not None else FEATURES) if f not in TITLE_FEATURES}
+    neural = _neural_columns(encoders, heads, pids, feedback, [by_number[q] for q in numbers], text_of, times,
+                             whole_topic)
     times.dense += time.perf_counter() - start
 
     scorer = PassageScorer(index)
@@ -142,10 +155,12 @@ def collect(
         every = [hit.doc for hit in run[qid]]
         objects_rel = relative(scorer.scores(objects_query_text(topic), every))[: len(ids)]
         comparative_rel = relative(scorer.scores(comparative_query_text(topic), every))[: len(ids)]
+        fields_rel = {f"{key}_bm25_rel": relative(scorer.scores(getattr(topic, attribute), every))[: len(ids)]
+                      for key, attribute in TOPIC_FIELDS.items() if f"{key}_bm25_rel" in whole_topic}
         times.queries += time.perf_counter() - start
         start = time.perf_counter()
         matrix = topic_features(topic, hits, [text_of[pid] for pid in ids], [quality_of[pid] for pid in ids],
-                                objects_rel, comparative_rel, neural.get(qid))
+                                objects_rel, comparative_rel, neural.get(qid), fields_rel)
         times.features += time.perf_counter() - start
         candidates[qid] = Candidates(qid, list(hits), matrix)
     times.passages += len(pids)
@@ -159,6 +174,7 @@ def _unit(vector: np.ndarray) -> np.ndarray:
 
 def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[str], feedback: dict[str, list[str]],
                     topics: Sequence[Topic], text_of: dict[str, str], times: CandidateTimes | None = None,
+                    whole_topic: Collection[str] = (),
                     ) -> dict[str, dict[str, list[float]]]:
     """``{topic: {feature: column}}`` of the neural features whose encoder is given (each passage embedded once).
 
@@ -183,6 +199,8 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
             top = np.stack([embedding_of[pid] for pid in feedback[topic.number]])
             columns[topic.number]["dense_title"] = (passages @ title).tolist()
             columns[topic.number]["dense_prf"] = (passages @ _unit(title + top.mean(axis=0))).tolist()
+        _field_columns(minilm, "dense", topics, whole_topic, columns, lambda qid: head(embedding_of, qid,
+                                                                                      minilm.dimension))
         spent["minilm"] = spent.get("minilm", 0.0) + time.perf_counter() - start
     if encoders.e5 is not None:
         start = time.perf_counter()
@@ -190,5 +208,23 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
         embedding_of = embed(e5, pids)
         for topic, title in zip(topics, e5.queries([t.title for t in topics]), strict=True):
             columns[topic.number]["e5_title"] = (head(embedding_of, topic.number, e5.dimension) @ title).tolist()
+        _field_columns(e5, "e5", topics, whole_topic, columns, lambda qid: head(embedding_of, qid, e5.dimension))
         spent["e5"] = spent.get("e5", 0.0) + time.perf_counter() - start
     return columns
+
+
+def _field_columns(encoder: TextEncoder, prefix: str, topics: Sequence[Topic], wanted: Collection[str],
+                   columns: dict[str, dict[str, list[float]]], passages_of: Callable[[str], np.ndarray]) -> None:
+    """The cosine of each topic's description / narrative (embedded as queries) with its passages, where wanted.
+    A topic without that field gets 0s."""
+    for key, attribute in TOPIC_FIELDS.items():
+        name = f"{prefix}_{key}"
+        if name not in wanted:
+            continue
+        texts = [getattr(t, attribute) for t in topics]
+        present = [i for i, text in enumerate(texts) if text.strip()]
+        embedded = dict(zip(present, encoder.queries([texts[i] for i in present]), strict=True)) if present else {}
+        for i, topic in enumerate(topics):
+            passages = passages_of(topic.number)
+            columns[topic.number][name] = ((passages @ embedded[i]).tolist() if i in embedded
+                                           else [0.0] * len(passages))

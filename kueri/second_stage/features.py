@@ -65,12 +65,22 @@ TEXT_FEATURES: tuple[str, ...] = (
 )
 #: The neural features (the last of a row) and the encoder each needs (``minilm``:
 #: :mod:`kueri.second_stage.minilm`, ``e5``: :mod:`kueri.second_stage.e5`); 0 where not computed.
-NEURAL_FEATURES: dict[str, str] = {"dense_title": "minilm", "dense_prf": "minilm", "e5_title": "e5"}
+NEURAL_FEATURES: dict[str, str] = {
+    "dense_title": "minilm", "dense_prf": "minilm", "e5_title": "e5",
+    # the whole topic: the description's and the narrative's similarity with the passage
+    "dense_desc": "minilm", "dense_narr": "minilm", "e5_desc": "e5", "e5_narr": "e5",
+}
+#: BM25 of the topic's description and narrative (parsed like the title), relative to the run's best.
+TOPIC_FIELD_FEATURES: tuple[str, ...] = ("desc_bm25_rel", "narr_bm25_rel")
+#: The fields of a topic the whole-topic features read, by feature.
+TOPIC_FIELDS = {"desc": "description", "narr": "narrative"}
 #: Feature names, in the order of a feature row (a model stores the names it weighs, to catch a mismatch).
 FEATURES: tuple[str, ...] = (
     "log_bm25_rel", "log_rank", "objects_bm25_rel", "comparative_bm25_rel", "log_quality", *TEXT_FEATURES,
-    "passage_number_log", *NEURAL_FEATURES,
+    "passage_number_log", *NEURAL_FEATURES, *TOPIC_FIELD_FEATURES,
 )
+#: The features that read only the title and the objects (the models before the whole-topic ones).
+TITLE_FEATURES: tuple[str, ...] = FEATURES[: FEATURES.index("e5_title") + 1]
 #: The lexical run's top passages whose embeddings the pseudo-relevance feedback feature averages.
 PRF_DEPTH = 5
 #: Added before taking logarithms of scores in [0, 1] (BM25 relative to the topic's best, quality): the log
@@ -214,6 +224,7 @@ def topic_features(
     objects_rel: Sequence[float],
     comparative_rel: Sequence[float],
     neural: Mapping[str, Sequence[float]] | None = None,
+    fields_rel: Mapping[str, Sequence[float]] | None = None,
 ) -> np.ndarray:
     """The feature matrix (``len(hits)`` x ``len(FEATURES)``) of one topic's hits, in the lexical run's order.
 
@@ -222,7 +233,7 @@ def topic_features(
     scores (0 where they do not match) of the objects-only query and of the comparative query (objects +
     :data:`QUERY_CUES`) relative to their best over the *whole* lexical run, so that a feature does not
     depend on the depth. ``neural``: the columns of :data:`NEURAL_FEATURES` that were computed, by name
-    (a missing one is 0).
+    (a missing one is 0); ``fields_rel``: those of :data:`TOPIC_FIELD_FEATURES`, likewise.
     """
     terms = TopicTerms.of(topic)
     bm25 = relative([h.score for h in hits])  # rank 1 holds the run's best: the same at any depth
@@ -232,6 +243,7 @@ def topic_features(
         raise ValueError(f"unknown neural features {sorted(unknown)}")
     zeros = [0.0] * len(hits)
     columns = [neural.get(name, zeros) for name in NEURAL_FEATURES]
+    columns += [(fields_rel or {}).get(name, zeros) for name in TOPIC_FIELD_FEATURES]
     matrix = np.empty((len(hits), len(FEATURES)), dtype=np.float64)
     for i, (hit, text) in enumerate(zip(hits, texts, strict=True)):
         matrix[i] = [math.log(bm25[i] + LOG_FLOOR), math.log(i + 1), objects_rel[i], comparative_rel[i],

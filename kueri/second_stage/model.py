@@ -28,9 +28,11 @@ DEFAULT_MODEL = MODEL_DIR / "second-stage-v2.json"
 MINILM_MODEL = MODEL_DIR / "second-stage-v1.json"
 #: No neural feature: for installs without onnxruntime and the model packages.
 LEXICAL_MODEL = MODEL_DIR / "second-stage-lexical-v1.json"
+#: The whole topic: v2's features plus the description's and the narrative's (BM25, MiniLM, e5).
+WHOLE_TOPIC_MODEL = MODEL_DIR / "second-stage-whole-topic-v1.json"
 #: Model names accepted instead of paths.
 SHIPPED_MODELS = {"second-stage-v2": DEFAULT_MODEL, "second-stage-v1": MINILM_MODEL,
-                  "second-stage-lexical-v1": LEXICAL_MODEL}
+                  "second-stage-lexical-v1": LEXICAL_MODEL, "second-stage-whole-topic-v1": WHOLE_TOPIC_MODEL}
 MODEL_FORMAT = 1
 TRAIN_HINT = "rebuild it with: .venv/bin/python scripts/train_second_stage.py"
 

@@ -141,7 +141,7 @@ def second_stage(
     encoders = load_encoders(model.encoders, encoders)
     times = times if times is not None else CandidateTimes()
     candidates = collect(run, topics, index, depth, quality_model.score, times, progress=progress,
-                         encoders=encoders)
+                         encoders=encoders, wanted=model.features)
     reranked: Run = {}
     for qid, hits in run.items():
         if qid in candidates:
