@@ -137,3 +137,18 @@ def test_an_unreachable_cluster_is_one_line(tmp_path):
     assert result.returncode == 3, result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("kueri: error: cannot reach the Ray cluster at 127.0.0.1:")
     assert not (tmp_path / "i").exists()
+
+
+def test_stance_on_ray_labels_as_the_local_command(cluster, tmp_path):
+    run = tmp_path / "row-07.txt"
+    searched = kueri("run", "--config", "row-07", "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
+                     "--output", str(run), "--workdir", str(tmp_path / "work"), "-q")
+    assert searched.returncode == 0, searched.stderr
+    common = ["stance", str(run), "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS), "--depth", "20",
+              "-q"]
+    local = kueri(*common, "--output", str(tmp_path / "local.txt"))
+    remote = kueri(*common, "--output", str(tmp_path / "ray.txt"), "--ray", cluster)
+    assert local.returncode == 0 and remote.returncode == 0, local.stderr + remote.stderr
+    labelled = (tmp_path / "ray.txt").read_text()
+    assert labelled == (tmp_path / "local.txt").read_text()
+    assert {"FIRST", "SECOND", "NO"} <= {line.split()[1] for line in labelled.splitlines()}

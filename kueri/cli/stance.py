@@ -44,6 +44,8 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
                    help="NEUTRAL needs a sentence comparing the objects with probability >= X, else NO; "
                    "0 turns the gate off (default: the model's, 0.5)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad corpus lines instead of stopping (--corpus)")
+    p.add_argument("--ray", metavar="ADDRESS", help="label the topics as tasks of a Ray cluster (auto, or the head's "
+                   "host:port; needs kueri[ray] on every node): the same labels")
     p.set_defaults(func=cmd_stance)
     return p
 
@@ -51,7 +53,7 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
 def cmd_stance(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.runfile import read_run_with_tag, write_run
-    from kueri.stance.label import LabelSummary, corpus_texts, index_texts, label_run, needed_ids
+    from kueri.stance.label import LabelSummary, corpus_texts, index_texts, label_run, label_run_on_ray, needed_ids
     from kueri.stance.model import DEFAULT_MODEL, StanceModel
 
     if args.depth < 0:
@@ -62,14 +64,19 @@ def cmd_stance(args: argparse.Namespace) -> int:
     run, tag = read_run_with_tag(args.run)
     topics = read_topics(args.topics)
     summary = LabelSummary()
+
+    def label_with(texts: Any) -> Any:
+        if args.ray:  # the same labels, each topic a task of the cluster
+            return label_run_on_ray(run, topics, texts, args.depth, model, args.ray, summary)
+        return label_run(run, topics, texts, args.depth, model, summary)
+
     if args.index:
         from kueri.lucene import LuceneIndex
 
         with LuceneIndex(args.index) as index:
-            labelled = label_run(run, topics, index_texts(index), args.depth, model, summary)
+            labelled = label_with(index_texts(index))
     else:
-        texts = corpus_texts(args.corpus, needed_ids(run, args.depth), skip_bad=args.skip_bad)
-        labelled = label_run(run, topics, texts, args.depth, model, summary)
+        labelled = label_with(corpus_texts(args.corpus, needed_ids(run, args.depth), skip_bad=args.skip_bad))
     lines = write_run(labelled, args.output, args.tag or tag or "kueri_stance")
     counts = " ".join(f"{label} {n}" for label, n in (summary.counts or {}).items())
     log.info("stance: labelled %d hits in %.1f s (%.0f passages/s): %s; wrote %d lines to %s", summary.labelled,

@@ -12,7 +12,7 @@ contents in order: :func:`index_texts` reads them from an open index (its stored
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,6 +102,44 @@ def label_run(
         summary.labelled = sum(counts.values())
         summary.seconds = time.perf_counter() - started
         summary.counts = counts
+    return labelled
+
+
+def _label_topic(batch: tuple[Run, list[Topic], dict[str, str]], depth: int | None,
+                 model: StanceModel) -> tuple[Run, dict[str, int]]:
+    """On a Ray worker: one topic's hits labelled (its texts and the model travel with the task)."""
+    run, topics, texts = batch
+    summary = LabelSummary()
+    return label_run(run, topics, texts, depth, model, summary), summary.counts or {}
+
+
+def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int | None, model: StanceModel,
+                     address: str, summary: LabelSummary | None = None) -> Run:
+    """:func:`label_run` with every topic labelled as a task of the Ray cluster at ``address``: the same run."""
+    from kueri.scaleout import TASK_RETRIES, connect, ordered_map
+
+    if depth is not None and depth < 0:
+        raise KueriError(f"stance: depth must be at least 0, not {depth}")
+    ray = connect(address)
+    started = time.perf_counter()
+    by_number = {topic.number: topic for topic in topics}
+
+    def batches() -> Iterator[tuple[Run, list[Topic], dict[str, str]]]:
+        for qid, hits in run.items():
+            if qid not in by_number:
+                raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
+            ids = [hit.doc for hit in hits[: depth or len(hits)]]
+            yield {qid: hits}, [by_number[qid]], dict(zip(ids, _lookup(texts, ids, qid), strict=True))
+
+    task = ray.remote(max_retries=TASK_RETRIES)(_label_topic)
+    labelled: Run = {}
+    counts = dict.fromkeys(LABELS, 0)
+    for part, part_counts in ordered_map(ray, task, batches(), depth, ray.put(model)):
+        labelled.update(part)
+        for label, n in part_counts.items():
+            counts[label] += n
+    if summary is not None:
+        summary.labelled, summary.seconds, summary.counts = sum(counts.values()), time.perf_counter() - started, counts
     return labelled
 
 
