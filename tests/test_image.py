@@ -89,7 +89,7 @@ def test_a_cold_run_in_the_image_equals_the_checkouts(image, tmp_path):
     shutil.copy(SAMPLE_TOPICS, small / "topics.xml")
     with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as source, \
             gzip.open(small / "passages.jsonl.gz", "wt", encoding="utf-8") as target:
-        target.writelines(itertools.islice(source, 250))
+        target.writelines(itertools.islice(source, 120))
     out = shared_folder(tmp_path / "out")
     result = run_image(image, small, out)
     assert result.returncode == 0, result.stderr

@@ -287,12 +287,12 @@ def test_read_only_output_and_work_folders_fail_before_any_work(small_input, tmp
 
 @pytest.fixture(scope="module")
 def big_input(tmp_path_factory) -> Path:
-    """A TIRA input whose indexing takes several seconds: the sample's passages repeated under new ids."""
+    """A TIRA input whose indexing takes a few seconds on worker processes: the sample's passages under new ids."""
     folder = tmp_path_factory.mktemp("big")
     shutil.copy(SAMPLE_TOPICS, folder / "topics.xml")
     passages = list(PassageReader(SAMPLE_CORPUS))
     with open(folder / "passages.jsonl", "w", encoding="utf-8") as out:
-        for copy in range(40):
+        for copy in range(22):  # 57,354 passages: two chunks, so worker processes index them
             for p in passages:
                 out.write(json.dumps({"id": f"{p.id}-{copy}", "contents": p.contents}) + "\n")
     return folder
