@@ -209,7 +209,8 @@ class Retriever(pt.Transformer):
 
 
 class SecondStage(_Stage):
-    """The learned second stage: reranks the top ``depth`` hits of each topic (title, objects, quality, neural)."""
+    """The learned second stage: reranks the top ``depth`` hits of each topic (title, objects, quality, neural);
+    ``depth`` None: the depth the model was trained at."""
 
     needs_objects = True
 
@@ -318,10 +319,7 @@ def _pipeline_of(config: RunConfig, handle: Index) -> pt.Transformer:
         head = Retriever(own, config.with_changes(second_stage=None, quality_rerank=None, stance_depth=None),
                          hits=config.hits)
     if config.second_stage:
-        from kueri.second_stage import SecondStageModel
-
-        depth = config.second_stage_depth or SecondStageModel.load(config.second_stage).depth
-        head = head >> SecondStage(own, model=config.second_stage, depth=depth)
+        head = head >> SecondStage(own, model=config.second_stage, depth=config.second_stage_depth)
     if config.quality_rerank:
         head = head >> QualityRerank(own, config.quality_rerank)
     if config.stance_depth:

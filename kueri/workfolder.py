@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from kueri.errors import BrokenCache, KueriError
 from kueri.lucene import AnalyzerConfig
 
@@ -81,17 +79,6 @@ def entries(workdir: str | Path) -> list[Entry]:
     return found
 
 
-def check_embeddings(path: Path) -> None:
-    """A whole embeddings file: an npz of n digests and n vectors (raises BrokenCache)."""
-    try:
-        with np.load(path) as stored:
-            digests, vectors = stored["digests"], stored["vectors"]
-        if vectors.ndim != 2 or digests.shape != (len(vectors),):
-            raise ValueError(f"{digests.shape} digests for vectors of shape {vectors.shape}")
-    except Exception as exc:  # noqa: BLE001 - a damaged npz raises many kinds
-        raise BrokenCache(f"{type(exc).__name__}: {exc}") from None
-
-
 def verify(entry: Entry) -> Entry:
     """Check one entry thoroughly (an index: every byte, Lucene's CheckIndex); sets ``entry.problem``."""
     if entry.kind == "index":
@@ -105,8 +92,10 @@ def verify(entry: Entry) -> Entry:
         except BrokenCache as exc:
             entry.problem = str(exc)
     elif entry.kind == "embeddings":
+        from kueri.second_stage.embedding_cache import read_embeddings
+
         try:
-            check_embeddings(entry.path)
+            read_embeddings(entry.path)
         except BrokenCache as exc:
             entry.problem = str(exc)
     return entry

@@ -9,10 +9,24 @@ from pathlib import Path
 
 import numpy as np
 
+from kueri.errors import BrokenCache
 from kueri.files import atomic_writer, file_lock, touch
 from kueri.second_stage.candidates import TextEncoder
 
 log = logging.getLogger(__name__)
+
+
+def read_embeddings(path: Path, dimension: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """An embeddings file's digests and vectors (n and n x ``dimension``); :class:`BrokenCache` if it is not whole."""
+    try:
+        with np.load(path) as stored:
+            digests, vectors = stored["digests"], stored["vectors"]
+        if vectors.ndim != 2 or digests.shape != (len(vectors),) or dimension not in (None, vectors.shape[1]):
+            raise ValueError(f"vectors of shape {vectors.shape} for {digests.shape} digests"
+                             + (f", not n x {dimension}" if dimension else ""))
+    except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a damaged file; all mean "rebuild"
+        raise BrokenCache(f"{type(exc).__name__}: {exc}") from None
+    return digests, vectors
 
 
 class EmbeddingCache:
@@ -39,19 +53,14 @@ class EmbeddingCache:
         if not self.path.is_file():
             return {}
         try:
-            with np.load(self.path) as stored:
-                digests, vectors = stored["digests"], stored["vectors"]
-            if vectors.ndim != 2 or vectors.shape[1] != self.dimension or digests.shape != (len(vectors),):
-                raise ValueError(f"vectors of shape {vectors.shape} for {digests.shape} digests, not n x "
-                                 f"{self.dimension}")
-            entries = {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
-        except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a damaged file; all mean "rebuild"
-            log.warning("work folder: %s is broken, rebuilding it (%s: %s)", self.path, type(exc).__name__, exc)
+            digests, vectors = read_embeddings(self.path, self.dimension)
+        except BrokenCache as exc:
+            log.warning("work folder: %s is broken, rebuilding it (%s)", self.path, exc)
             with contextlib.suppress(OSError):
                 self.path.unlink()
             return {}
         touch(self.path)
-        return entries
+        return {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
 
     def queries(self, texts: list[str]) -> np.ndarray:
         return self.encoder.queries(texts)
