@@ -160,6 +160,11 @@ def write_run(results: pd.DataFrame, path: str | Path, tag: str) -> int:
 # -- transformers -------------------------------------------------------------------------------------------
 
 
+def _outputs(input_columns: list[str], added: Sequence[str]) -> list[str]:
+    """What a transformer returns for ``input_columns``: them, then the columns it adds."""
+    return [*input_columns, *(c for c in added if c not in input_columns)]
+
+
 class _Stage(pt.Transformer):
     """A kueri stage over a results frame: inspectable by PyTerrier without running it."""
 
@@ -171,7 +176,7 @@ class _Stage(pt.Transformer):
         return [["qid", "query", *(["first", "second"] if self.needs_objects else []), "docno", "score", "rank"]]
 
     def transform_outputs(self, input_columns: list[str]) -> list[str]:
-        return [*input_columns, *(c for c in self.adds if c not in input_columns)]
+        return _outputs(input_columns, self.adds)
 
 
 class Retriever(pt.Transformer):
@@ -193,7 +198,7 @@ class Retriever(pt.Transformer):
         return [["qid", "query", *objects]]
 
     def transform_outputs(self, input_columns: list[str]) -> list[str]:
-        return [*input_columns, *(c for c in RESULT_COLUMNS if c not in input_columns)]
+        return _outputs(input_columns, RESULT_COLUMNS)
 
     def transform(self, topics: pd.DataFrame) -> pd.DataFrame:
         records = topic_records(topics, f"Retriever({self.config.name})", self.config.filter_objects != "off")
@@ -289,7 +294,7 @@ class RRF(pt.Transformer):
         return [["qid", "query"]]
 
     def transform_outputs(self, input_columns: list[str]) -> list[str]:
-        return [*input_columns, *(c for c in RESULT_COLUMNS if c not in input_columns)]
+        return _outputs(input_columns, RESULT_COLUMNS)
 
     def subtransformers(self) -> dict[str, Any]:
         return {"transformers": self.transformers}

@@ -118,10 +118,10 @@ def build_on_ray(
         join_shards(partial, [shards_dir / f"{k:05d}" for k in range(len(sizes))])
         shutil.rmtree(shards_dir)
         seconds = time.perf_counter() - started
-        extra = {k: (v() if callable(v) else v) for k, v in (metadata or {}).items()}
-        extra["build"] = {"ray": address, "shards": len(sizes), "chunk_passages": chunk_size,
-                          "shard_dir": shared or "object store"}
-        write_manifest(partial, analyzer_config, counts["indexed"], counts["expanded"], seconds, extra)
+        build = {"ray": address, "shards": len(sizes), "chunk_passages": chunk_size,
+                 "shard_dir": shared or "object store"}
+        write_manifest(partial, analyzer_config, counts["indexed"], counts["expanded"], seconds,
+                       {**(metadata or {}), "build": build})
         publish(partial, index_dir)
     except BaseException:
         bar.close()

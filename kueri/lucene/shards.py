@@ -494,9 +494,8 @@ def build_parallel(
         raise
 
     seconds = time.perf_counter() - started
-    extra = {k: (v() if callable(v) else v) for k, v in (metadata or {}).items()}
-    extra["build"] = {"workers": workers, "shards": chunk + 1, "chunk_passages": chunk_size}
-    write_manifest(partial, analyzer_config, indexed, expanded, seconds, extra)
+    build = {"workers": workers, "shards": chunk + 1, "chunk_passages": chunk_size}
+    write_manifest(partial, analyzer_config, indexed, expanded, seconds, {**(metadata or {}), "build": build})
     publish(partial, index_dir)
     return IndexStats(indexed, seconds, directory_size(index_dir), expanded)
 

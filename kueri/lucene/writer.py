@@ -147,7 +147,10 @@ class DocumentWriter:
 
 
 def write_manifest(directory: Path, analyzer_config: AnalyzerConfig, indexed: int, expanded: int, seconds: float,
-                   extra: dict[str, Any]) -> None:
+                   extra: dict[str, Any] | None) -> None:
+    """The manifest, last file of a build; a callable value of ``extra`` is called now (counts that a
+    reader only knows once it has read everything)."""
+    extra = {k: (v() if callable(v) else v) for k, v in (extra or {}).items()}
     manifest = {
         "kueri_version": __version__,
         "format": FORMAT_VERSION,
@@ -224,9 +227,8 @@ def build_sequential(
         log.info("committing %d passages ...", indexed)
         writer.commit()
         writer.close()
-        extra = {k: (v() if callable(v) else v) for k, v in (metadata or {}).items()}
         seconds = time.perf_counter() - started
-        write_manifest(partial, analyzer_config, indexed, expanded, seconds, extra)
+        write_manifest(partial, analyzer_config, indexed, expanded, seconds, metadata)
         publish(partial, index_dir)
     except BaseException as exc:
         # A bad passage, a full disk, ^C or SIGTERM: nothing half-built survives, and its space is freed.
