@@ -42,14 +42,14 @@ def live_workers(parent: int) -> list[int]:
                 command = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"kueri.lucene.shards" in command and str(parent).encode() in command:
+            if any(b"_worker_main" in part for part in command) and str(parent).encode() in command:
                 found.append(int(entry.name))
     return found
 
 
 @pytest.fixture(scope="module")
 def parallel_index(tmp_path_factory):
-    """The sample indexed by 2 worker processes in 4 chunks of 700 passages."""
+    """The sample indexed on 2 Java threads (kueri's Java helper) in 4 chunks of 700 passages."""
     target = tmp_path_factory.mktemp("parallel") / "idx"
     reader = PassageReader(SAMPLE_CORPUS)
     stats = build_index(reader, target, V2, progress=False, workers=2, chunk_passages=700,
@@ -63,7 +63,7 @@ def test_parallel_build_is_the_sequential_index(parallel_index, index_factory, t
     stats, index = parallel_index
     sequential = index_factory(V2)  # the sample fits in one chunk: built by one writer
     assert sequential.manifest.get("build") is None
-    assert index.manifest["build"] == {"workers": 2, "shards": 4, "chunk_passages": 700}
+    assert index.manifest["build"] == {"workers": 2, "on": "java threads", "shards": 4, "chunk_passages": 700}
     assert stats.indexed == index.manifest["indexed"] == index.manifest["read"] == 2607
     assert index.ids == sequential.ids and index.reader.maxDoc() == 2607
     assert index.segments() == 4  # one segment per chunk, joined in chunk order
@@ -77,6 +77,43 @@ def test_parallel_build_is_the_sequential_index(parallel_index, index_factory, t
     # identical rankings: every score and every tie (tie order = corpus order)
     assert runs(index, topics) == runs(sequential, topics)
     assert not (index.path.parent / "idx.partial").exists()
+
+
+def build_in_subprocess(target: Path, env: dict[str, str], chunk_passages: int = 700) -> subprocess.Popen:
+    script = (
+        "from kueri.lucene.analyze import AnalyzerConfig\nfrom kueri.lucene import build_index\n"
+        "from kueri.parse import PassageReader\n"
+        f"build_index(PassageReader({str(SAMPLE_CORPUS)!r}), {str(target)!r}, AnalyzerConfig('kueristopv2'),"
+        f" progress=False, workers=2, chunk_passages={chunk_passages})\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, **env},
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_without_the_java_helper_worker_processes_build_the_same_index(parallel_index, topics, tmp_path):
+    """KUERI_JAVA_HELPER=0 (or no javac): the pure-pyjnius fallback, one JVM per worker process."""
+    _, threaded = parallel_index
+    process = build_in_subprocess(tmp_path / "idx", {"KUERI_JAVA_HELPER": "0"})
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    assert "RuntimeWarning" not in err  # the workers start without runpy's warning
+    with LuceneIndex(tmp_path / "idx") as index:
+        assert index.manifest["build"]["on"] == "worker processes" and index.segments() == 4
+        assert index.ids == threaded.ids
+        assert runs(index, topics) == runs(threaded, topics)
+
+
+def test_the_java_helper_is_compiled_once_into_its_cache(tmp_path):
+    cache = tmp_path / "java-cache"
+    probe = "from kueri.lucene.jvm import has_shard_indexer; print(has_shard_indexer())"
+    for expected in ("True", "True"):  # compiled, then found
+        done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "KUERI_JAVA_CACHE": str(cache)})
+        assert done.stdout.strip() == expected, done.stderr
+    assert [p.name for p in cache.glob("*/kueri/helper/*")] == ["ShardIndexer.class"]
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KUERI_JAVA_CACHE": str(cache), "KUERI_JAVA_HELPER": "0"})
+    assert done.stdout.strip() == "False", done.stderr
 
 
 def test_shards_joined_or_searched_as_one(tmp_path, index_factory, topics):
@@ -131,6 +168,19 @@ def test_parallel_build_reports_bad_lines_like_the_reader(tmp_path):
         assert index.ids == expected and index.manifest["build"]["shards"] == 5
 
 
+def test_killed_threaded_build_leaves_no_index(tmp_path):
+    process = build_in_subprocess(tmp_path / "idx", {}, chunk_passages=200)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("idx.partial/shards/*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp_path.glob("idx.partial/shards/*")), "the build never started"
+    process.kill()
+    process.wait()
+    assert not (tmp_path / "idx" / MANIFEST).exists()
+    with pytest.raises(KueriError):
+        LuceneIndex(tmp_path / "idx")
+
+
 def test_killed_parallel_build_leaves_no_worker_and_no_index(tmp_path):
     corpus = write_corpus(tmp_path / "big.jsonl", [good(i) for i in range(60_000)])
     target = tmp_path / "idx"
@@ -140,7 +190,7 @@ def test_killed_parallel_build_leaves_no_worker_and_no_index(tmp_path):
         f"build_index(PassageReader({str(corpus)!r}), {str(target)!r}, AnalyzerConfig(), progress=False,"
         " workers=2, chunk_passages=2000)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "KUERI_JAVA_HELPER": "0"})
     deadline = time.monotonic() + 60
     while len(live_workers(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)

@@ -44,8 +44,8 @@ def small_input(tmp_path_factory) -> Path:
     return folder
 
 
-def kueri(*args: str, cwd: Path = ROOT, **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+def kueri(*args: str, cwd: Path = ROOT, env_extra: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **(env_extra or {})}
     return subprocess.Popen([sys.executable, "-m", "kueri", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
@@ -287,29 +287,32 @@ def test_read_only_output_and_work_folders_fail_before_any_work(small_input, tmp
 
 @pytest.fixture(scope="module")
 def big_input(tmp_path_factory) -> Path:
-    """A TIRA input whose indexing takes a few seconds on worker processes: the sample's passages under new ids."""
+    """A TIRA input whose indexing takes a few seconds on 2 cores: the sample's passages under new ids."""
     folder = tmp_path_factory.mktemp("big")
     shutil.copy(SAMPLE_TOPICS, folder / "topics.xml")
     passages = list(PassageReader(SAMPLE_CORPUS))
     with open(folder / "passages.jsonl", "w", encoding="utf-8") as out:
-        for copy in range(22):  # 57,354 passages: two chunks, so worker processes index them
+        for copy in range(22):  # 57,354 passages: two chunks, so two Java threads (or processes) index them
             for p in passages:
                 out.write(json.dumps({"id": f"{p.id}-{copy}", "contents": p.contents}) + "\n")
     return folder
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("signal_number", "exit_code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_mid_run_stops_promptly_and_leaves_nothing(big_input, tmp_path, signal_number, exit_code):
+@pytest.mark.parametrize(("signal_number", "exit_code", "helper"),
+                         [(signal.SIGTERM, 143, "1"), (signal.SIGINT, 130, "1"), (signal.SIGTERM, 143, "0")],
+                         ids=["sigterm-java-threads", "sigint-java-threads", "sigterm-worker-processes"])
+def test_a_signal_mid_run_stops_promptly_and_leaves_nothing(big_input, tmp_path, signal_number, exit_code, helper):
     workdir = tmp_path / "work"
     out = tmp_path / "out"
-    process = kueri("tira", "-i", str(big_input), "-o", str(out), "--workdir", str(workdir), "--config", "row-07")
+    process = kueri("tira", "-i", str(big_input), "-o", str(out), "--workdir", str(workdir), "--config", "row-07",
+                    env_extra={"KUERI_JAVA_HELPER": helper})
     seen = ""
     deadline = time.monotonic() + 60
     while "indexing:" not in seen and time.monotonic() < deadline and process.poll() is None:
         seen += process.stderr.readline()
     assert "indexing:" in seen, seen
-    time.sleep(1.0)  # the workers are indexing
+    time.sleep(1.0)  # Lucene is indexing
     process.send_signal(signal_number)
     started = time.monotonic()
     code, err = finish(process, timeout=30)
@@ -318,7 +321,7 @@ def test_a_signal_mid_run_stops_promptly_and_leaves_nothing(big_input, tmp_path,
     assert "Traceback" not in err and "nothing half-written was kept" in err
     assert not (out / "run.txt").exists()
     assert list(workdir.glob(f"index-*/{MANIFEST}")) == [] and leftovers(workdir) == []
-    workers = subprocess.run(["pgrep", "-f", "kueri.lucene.shards --worker"], capture_output=True, text=True)
+    workers = subprocess.run(["pgrep", "-f", "kueri.lucene.shards import _worker_main"], capture_output=True, text=True)
     assert workers.stdout.strip() == ""  # they stopped with it
     # the next run on the same work folder works
     code, err = tira(big_input, out, workdir)

@@ -1,8 +1,9 @@
-"""build: index a corpus, on one writer, several worker processes or a Ray cluster (the same index each way).
+"""build: index a corpus on one writer, Java threads, worker processes or a Ray cluster (the same index each way).
 
-A corpus larger than one chunk is indexed by worker processes as contiguous shards joined in corpus
-order (:mod:`kueri.lucene.shards`); a smaller one, or ``workers=1``, by one writer in this process
-(:mod:`kueri.lucene.writer`). Both give the same documents, doc ids, scores and ties.
+A corpus larger than one chunk is indexed as contiguous shards joined in corpus order, on Java
+threads of this process (:mod:`kueri.lucene.threads`) or, where kueri's Java helper cannot be
+compiled, by worker processes (:mod:`kueri.lucene.shards`); a smaller one, or ``workers=1``, by one
+writer in this process (:mod:`kueri.lucene.writer`). All give the same documents, doc ids, scores and ties.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from kueri.lucene.analyze import AnalyzerConfig
+from kueri.lucene.jvm import has_shard_indexer
 from kueri.lucene.shards import build_parallel, resolve_workers
+from kueri.lucene.threads import build_threaded
 from kueri.lucene.writer import IndexStats, build_sequential
 from kueri.records import Passage
 
@@ -36,9 +39,10 @@ def build_index(
     value is called once indexing is done, so counts that the reader only knows at the end fit.
 
     ``workers`` > 1 (default: ``KUERI_WORKERS``, else 2 where there are 2+ cores) builds
-    contiguous chunks of ``chunk_passages`` passages in that many worker processes and joins them
-    in corpus order (:mod:`kueri.lucene.shards`): the same documents, doc ids, scores and ties as one
-    writer. A corpus that fits in one chunk is indexed here, in this process.
+    contiguous chunks of ``chunk_passages`` passages on that many Java threads of this process
+    (:mod:`kueri.lucene.threads`, with kueri's Java helper) or, without the helper, in that many worker
+    processes (:mod:`kueri.lucene.shards`), and joins them in corpus order: the same documents, doc ids,
+    scores and ties as one writer. A corpus that fits in one chunk is indexed by one writer, here.
 
     ``ray_address`` (``auto`` or ``host:port``): the shards are built as tasks of that Ray cluster
     instead (:mod:`kueri.lucene.cluster`), brought back through ``shard_dir`` (a folder every node
@@ -51,6 +55,11 @@ def build_index(
                             chunk_passages=chunk_passages, ram_buffer_mb=ram_buffer_mb, progress=progress,
                             metadata=metadata)
     workers = resolve_workers(workers)
+    if workers > 1 and has_shard_indexer():
+        return build_threaded(
+            passages, Path(index_dir), analyzer_config, threads=workers, chunk_passages=chunk_passages,
+            ram_buffer_mb=ram_buffer_mb, progress=progress, metadata=metadata,
+        )
     if workers > 1:
         return build_parallel(
             passages, Path(index_dir), analyzer_config, workers=workers, chunk_passages=chunk_passages,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kueri.errors import BrokenCache, EnvironmentProblem, KueriError, SetupError
+from kueri.lucene.javahelper import compiled_classes
 
 #: Heap default: enough for indexing with a 256 MB RAM buffer and for searching the full corpus,
 #: small enough to leave room for Python on a 2 GB share of a small machine.
@@ -95,7 +96,8 @@ def _jnius() -> Any:
     # -Xrs: the JVM installs no SIGINT/SIGTERM handlers of its own, so Python's handlers run and a
     # stopped run cleans up its partial files (the JVM's would exit at once).
     jnius_config.add_options(f"-Xmx{heap}", "-Xss4m", "-XX:+UseParallelGC", "-Xrs")
-    jnius_config.set_classpath(str(jar))
+    helper = compiled_classes(jar, java_home)  # kueri's own class: None without a javac
+    jnius_config.set_classpath(str(jar), *([str(helper)] if helper else []))
     import jnius
 
     return jnius
@@ -154,6 +156,8 @@ class _Lucene:
         "CheckIndex": "org.apache.lucene.index.CheckIndex",
         "CodecUtil": "org.apache.lucene.codecs.CodecUtil",
         "IOContext": "org.apache.lucene.store.IOContext",
+        # kueri's own (kueri/lucene/java, see kueri.lucene.javahelper)
+        "ShardIndexer": "kueri.helper.ShardIndexer",
     }
 
     def __init__(self) -> None:
@@ -174,6 +178,17 @@ class _Lucene:
 def lucene() -> _Lucene:
     """The started JVM's Lucene classes; starts the JVM on the first call."""
     return _Lucene()
+
+
+@cache
+def has_shard_indexer() -> bool:
+    """Whether kueri's Java helper is on this JVM's class path (compiled, and the JVM started by kueri)."""
+    L = lucene()
+    try:
+        L.ShardIndexer  # noqa: B018 - loads the class
+    except L.JavaException:
+        return False
+    return True
 
 
 def java_hashmap_order(keys: Iterable[str]) -> list[str]:

@@ -16,7 +16,7 @@ Who does what:
   validation, duplicate check, skip counts and ``file:line`` errors), writes ``ids.txt`` and streams
   batches of passages to the worker of the current chunk, the one with the least work queued;
   each worker's queue holds a whole chunk, so that both work while this process streams the next;
-* a worker (``python -m kueri.lucene.shards --worker``) builds each chunk it is given with
+* a worker (``python -c`` running :func:`_worker_main`) builds each chunk it is given with
   :func:`build_shard` (a complete kueri index of that part, whose segment names are unique to the
   chunk) and acknowledges batches as Lucene takes them;
 * at the end a worker joins the shards with :func:`join_shards`: their segment files are moved,
@@ -87,6 +87,8 @@ DEFAULT_WORKER_JVM_OPTIONS = "-XX:-TieredCompilation"
 SHARDS_SUBDIR = "shards"
 #: Segment numbers reserved per shard (a 50k-passage shard writes 1 segment; this allows millions).
 SEGMENTS_PER_SHARD = 1 << 24
+#: What a worker process runs (its argument: the parent's pid).
+WORKER_SCRIPT = "import sys; from kueri.lucene.shards import _worker_main; sys.exit(_worker_main(int(sys.argv[1])))"
 #: Put in a worker's inbox: close its pipe (it exits once its chunks are built).
 _CLOSE = object()
 
@@ -276,7 +278,8 @@ class _WorkerPool:
         if jvm_options:
             env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {jvm_options}".strip()
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        command = [sys.executable, "-m", "kueri.lucene.shards", "--worker", str(os.getpid())]
+        # Not ``python -m kueri.lucene.shards``: runpy warns when a package's __init__ has imported the module.
+        command = [sys.executable, "-c", WORKER_SCRIPT, str(os.getpid())]
         for number in range(count):
             process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
             # Room for a whole chunk (~60 MB): this process streams one chunk at a time, so while it
@@ -494,7 +497,7 @@ def build_parallel(
         raise
 
     seconds = time.perf_counter() - started
-    build = {"workers": workers, "shards": chunk + 1, "chunk_passages": chunk_size}
+    build = {"workers": workers, "on": "worker processes", "shards": chunk + 1, "chunk_passages": chunk_size}
     write_manifest(partial, analyzer_config, indexed, expanded, seconds, {**(metadata or {}), "build": build})
     publish(partial, index_dir)
     return IndexStats(indexed, seconds, directory_size(index_dir), expanded)
@@ -586,9 +589,3 @@ def _worker_main(parent: int) -> int:
             report(("error", chunk, str(exc) or type(exc).__name__))
             return 1
         report(("done", chunk, stats.indexed, stats.expanded, stats.seconds))
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        sys.exit(_worker_main(int(sys.argv[2])))
-    sys.exit("usage: python -m kueri.lucene.shards --worker PARENT_PID (started by kueri.lucene.shards.build_parallel)")
