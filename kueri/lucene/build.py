@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kueri.lucene.analyze import AnalyzerConfig
-from kueri.lucene.jvm import has_shard_indexer
+from kueri.lucene.jvm import has_java_helper
 from kueri.lucene.shards import build_parallel, resolve_workers
 from kueri.lucene.threads import build_threaded
 from kueri.lucene.writer import IndexStats, build_sequential
@@ -55,7 +55,7 @@ def build_index(
                             chunk_passages=chunk_passages, ram_buffer_mb=ram_buffer_mb, progress=progress,
                             metadata=metadata)
     workers = resolve_workers(workers)
-    if workers > 1 and has_shard_indexer():
+    if workers > 1 and has_java_helper():
         return build_threaded(
             passages, Path(index_dir), analyzer_config, threads=workers, chunk_passages=chunk_passages,
             ram_buffer_mb=ram_buffer_mb, progress=progress, metadata=metadata,

@@ -1,10 +1,13 @@
-"""javahelper: kueri's own Java class, compiled from its source in the package once and cached.
+"""javahelper: kueri's own Java classes, compiled from their sources in the package once and cached.
 
-``java/ShardIndexer.java`` lets Lucene index on Java threads of this process (:mod:`kueri.lucene.threads`)
-instead of worker processes with a JVM each. It is compiled with the JDK's ``javac`` the first time a
-JVM starts (about 1 s) into a cache folder keyed by the source and the Lucene jar, and put on the class
-path. Without a ``javac`` (a JRE only), or with ``KUERI_JAVA_HELPER=0``, nothing is compiled and
-indexing uses the worker processes of :mod:`kueri.lucene.shards`: the same index, more slowly.
+pyjnius calls Java from one Python thread; these classes let Lucene work on several Java threads:
+``java/ShardIndexer.java`` indexes shards on Java threads of this process (:mod:`kueri.lucene.threads`)
+instead of worker processes with a JVM each, and ``java/TopicSearches.java`` searches topics side by
+side (:meth:`kueri.lucene.search.Searcher.search_queries`). They are compiled with the JDK's ``javac``
+the first time a JVM starts (about 1 s) into a cache folder keyed by the sources and the Lucene jar,
+and put on the class path. Without a ``javac`` (a JRE only), or with ``KUERI_JAVA_HELPER=0``, nothing
+is compiled: indexing uses the worker processes of :mod:`kueri.lucene.shards` and topics are searched
+one after the other: the same index and the same rankings, more slowly.
 
 Cache folder: ``KUERI_JAVA_CACHE``, else ``$XDG_CACHE_HOME/kueri/java`` (``~/.cache/kueri/java``).
 """
@@ -21,8 +24,8 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("java") / "ShardIndexer.java"
-CLASS_FILE = Path("kueri", "helper", "ShardIndexer.class")
+SOURCES = sorted(Path(__file__).with_name("java").glob("*.java"))
+CLASS_FILES = [Path("kueri", "helper", source.stem + ".class") for source in SOURCES]
 #: Class files for Java 11, the oldest Java Lucene 9 runs on: any later JVM loads them.
 RELEASE = "11"
 
@@ -39,14 +42,16 @@ def compiled_classes(jar: Path, java_home: Path) -> Path | None:
     """The class folder to put on the class path, compiling it first if needed; None: not available."""
     if os.environ.get("KUERI_JAVA_HELPER", "1") == "0":
         return None
+    digest = hashlib.sha256(f"{jar.name}\0{RELEASE}".encode())
     try:
-        source = SOURCE.read_bytes()
+        for source in SOURCES:
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
     except OSError as exc:
-        log.warning("Java helper source %s unreadable (%s): indexing uses worker processes", SOURCE, exc.strerror)
+        log.warning("Java helper source unreadable (%s): indexing uses worker processes", exc)
         return None
-    key = hashlib.sha256(source + b"\0" + jar.name.encode() + b"\0" + RELEASE.encode()).hexdigest()[:16]
+    key = digest.hexdigest()[:16]
     folder = cache_root() / key
-    if (folder / CLASS_FILE).is_file():
+    if SOURCES and all((folder / name).is_file() for name in CLASS_FILES):
         return folder
     javac = java_home / "bin" / "javac"
     if not javac.is_file():
@@ -61,7 +66,7 @@ def compiled_classes(jar: Path, java_home: Path) -> Path | None:
         return None
     try:
         done = subprocess.run([str(javac), "--release", RELEASE, "-nowarn", "-cp", str(jar), "-d", str(scratch),
-                               str(SOURCE)], capture_output=True, text=True, timeout=300)
+                               *map(str, SOURCES)], capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
             log.warning("compiling the Java helper failed (%s): indexing uses worker processes", first)
@@ -69,7 +74,7 @@ def compiled_classes(jar: Path, java_home: Path) -> Path | None:
         try:
             os.replace(scratch, folder)  # atomic: another process may have put the same classes there first
         except OSError:
-            if not (folder / CLASS_FILE).is_file():
+            if not all((folder / name).is_file() for name in CLASS_FILES):
                 raise
         log.debug("compiled the Java helper into %s", folder)
         return folder

@@ -26,6 +26,10 @@ from typing import Any
 from kueri.errors import BrokenCache, EnvironmentProblem, KueriError, SetupError
 from kueri.lucene.javahelper import compiled_classes
 
+#: The longest a call into kueri's Java helper waits before returning, so that Python can handle ^C and
+#: SIGTERM (its signal handlers run between Java calls, never during one).
+POLL_MS = 200
+
 #: Heap default: enough for indexing with a 256 MB RAM buffer and for searching the full corpus,
 #: small enough to leave room for Python on a 2 GB share of a small machine.
 DEFAULT_HEAP = "1g"
@@ -158,6 +162,7 @@ class _Lucene:
         "IOContext": "org.apache.lucene.store.IOContext",
         # kueri's own (kueri/lucene/java, see kueri.lucene.javahelper)
         "ShardIndexer": "kueri.helper.ShardIndexer",
+        "TopicSearches": "kueri.helper.TopicSearches",
     }
 
     def __init__(self) -> None:
@@ -181,11 +186,11 @@ def lucene() -> _Lucene:
 
 
 @cache
-def has_shard_indexer() -> bool:
-    """Whether kueri's Java helper is on this JVM's class path (compiled, and the JVM started by kueri)."""
+def has_java_helper() -> bool:
+    """Whether kueri's Java helper classes are on this JVM's class path (compiled, and the JVM started by kueri)."""
     L = lucene()
     try:
-        L.ShardIndexer  # noqa: B018 - loads the class
+        L.ShardIndexer, L.TopicSearches  # noqa: B018 - loads the classes
     except L.JavaException:
         return False
     return True

@@ -23,7 +23,8 @@ from typing import Any
 
 from kueri.errors import KueriError
 from kueri.lucene.index import ID_FIELD, SEARCH_FIELDS, LuceneIndex
-from kueri.lucene.jvm import java_error_message, java_hashmap_order, lucene
+from kueri.lucene.jvm import POLL_MS, has_java_helper, java_error_message, java_hashmap_order, lucene
+from kueri.lucene.shards import resolve_workers
 from kueri.records import Hit, Run, Topic
 
 FILTER_MODES = ("off", "faithful", "fixed")
@@ -167,6 +168,28 @@ class Searcher:
         ids = self.index.ids
         return [Hit(ids[sd.doc], sd.score) for sd in score_docs]
 
+    def search_queries(self, queries: Sequence[Any], k: int = 1000) -> list[list[Hit]]:
+        """Run several Lucene queries: with kueri's Java helper on several Java threads, one query each.
+
+        Each query is searched exactly as :meth:`search_query` alone would (the same scorer, float sums and
+        ties); only the queries overlap in time. Without the helper, one after the other.
+        """
+        L = lucene()
+        threads = min(resolve_workers(), len(queries))
+        if threads < 2 or not has_java_helper():
+            return [self.search_query(query, k) for query in queries]
+        ids = self.index.ids
+        searches = L.TopicSearches(self.searcher, list(queries), k, threads)
+        try:
+            while not searches.done(POLL_MS):
+                pass  # Python handles ^C and SIGTERM between the calls
+            return [[Hit(ids[doc], score) for doc, score in zip(searches.docs(i), searches.scores(i), strict=True)]
+                    for i in range(len(queries))]
+        except L.JavaException as exc:
+            raise KueriError(f"search failed: {java_error_message(exc)}") from exc
+        finally:
+            searches.cancel()
+
     def search(
         self,
         query: str | Topic,
@@ -188,12 +211,9 @@ class Searcher:
     ) -> Run:
         """A run over ``topics``; a topic with no hits gets no entry (it writes no lines)."""
         builder = QueryBuilder(self.index.analyzer(), list(fields), filter_objects)
-        run: Run = {}
-        for topic in topics:
-            hits = self.search_query(builder.build(topic), k)
-            if hits:
-                run[topic.number] = hits
-        return run
+        topics = list(topics)
+        found = self.search_queries([builder.build(topic) for topic in topics], k)
+        return {topic.number: hits for topic, hits in zip(topics, found, strict=True) if hits}
 
 
 class PassageScorer:

@@ -29,7 +29,7 @@ from typing import Any
 from kueri.errors import EnvironmentProblem, KueriError
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.index import IDS_FILE, directory_size
-from kueri.lucene.jvm import java_error, lucene
+from kueri.lucene.jvm import POLL_MS, java_error, lucene
 from kueri.lucene.shards import BATCH, SEGMENTS_PER_SHARD, SHARDS_SUBDIR, join_shards, resolve_chunk
 from kueri.lucene.writer import (
     DocumentWriter,
@@ -44,9 +44,6 @@ from kueri.lucene.writer import (
 from kueri.records import Passage
 
 log = logging.getLogger(__name__)
-
-#: The longest a Java call waits before returning to Python (which then checks for signals).
-POLL_MS = 200
 
 
 @dataclass
