@@ -64,6 +64,15 @@ def test_the_image_runs_as_a_user_with_my_software_on_its_path(image):
     assert result.stdout.split() == ["1000", "/usr/local/bin/my-software.sh"]
 
 
+def test_the_image_indexes_on_java_threads(image):
+    """The Java helper compiled on the host is found (the image has no javac): Lucene runs on Java threads."""
+    probe = "from kueri.lucene.jvm import has_java_helper; print(has_java_helper())"
+    result = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python", "-c", probe],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
 def test_the_default_run_in_the_image_is_the_checkouts(image, default_tira_run, tmp_path):
     # The checkout's passage embeddings are handed over (they are the slow part, keyed by text); the
     # index, the query embeddings, the second stage and the stance labels are all computed in the image.

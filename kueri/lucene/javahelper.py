@@ -51,7 +51,7 @@ def compiled_classes(jar: Path, java_home: Path) -> Path | None:
         return None
     key = digest.hexdigest()[:16]
     folder = cache_root() / key
-    if SOURCES and all((folder / name).is_file() for name in CLASS_FILES):
+    if _complete(folder):
         return folder
     javac = java_home / "bin" / "javac"
     if not javac.is_file():
@@ -67,6 +67,8 @@ def compiled_classes(jar: Path, java_home: Path) -> Path | None:
     try:
         done = subprocess.run([str(javac), "--release", RELEASE, "-nowarn", "-cp", str(jar), "-d", str(scratch),
                                *map(str, SOURCES)], capture_output=True, text=True, timeout=300)
+        for path in (scratch, *scratch.rglob("*")):  # readable by all, like a system cache (mkdtemp gives 0700)
+            path.chmod(0o755 if path.is_dir() else 0o644)
         if done.returncode != 0:
             first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
             log.warning("compiling the Java helper failed (%s): indexing uses worker processes", first)
@@ -74,7 +76,7 @@ def compiled_classes(jar: Path, java_home: Path) -> Path | None:
         try:
             os.replace(scratch, folder)  # atomic: another process may have put the same classes there first
         except OSError:
-            if not all((folder / name).is_file() for name in CLASS_FILES):
+            if not _complete(folder):
                 raise
         log.debug("compiled the Java helper into %s", folder)
         return folder
@@ -83,3 +85,10 @@ def compiled_classes(jar: Path, java_home: Path) -> Path | None:
         return None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _complete(folder: Path) -> bool:
+    try:
+        return bool(SOURCES) and all((folder / name).is_file() for name in CLASS_FILES)
+    except OSError:  # unreadable: compiling into the same place would fail too
+        return False
