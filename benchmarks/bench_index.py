@@ -9,14 +9,16 @@ For each repetition it runs, as separate processes and in alternating order (so 
 shared machine hit both):
 
 * **kueri**: ``python -m kueri index --config row-01`` (lucene stoplist; fields id stored,
-  contents stored with term vectors, docs+freqs, no positions, docT5Query);
+  contents stored with term vectors, docs+freqs, no positions, docT5Query), on Java threads of one
+  JVM (kueri's Java helper); ``kueri-processes`` is the same build without the helper
+  (``KUERI_JAVA_HELPER=0``: one worker process and JVM per core), the way kueri indexed before;
 * **Anserini** ``IndexCollection`` from the same fat jar on the same passages, with the options
   closest to that: ``-collection JsonCollection -generator DefaultLuceneDocumentGenerator
   -threads 2 -storeContents -storeDocvectors -stemmer none`` (contents stored, docs+freqs, term
   vectors, its default Lucene stopwords; its term vectors also hold positions and it adds a
   doc-values copy of the id, which kueri does not). Anserini parallelises over input FILES, so on
-  the one-file corpus it indexes with one thread; ``split`` also gives it the corpus cut into 2
-  files, its best case on 2 cores;
+  the one-file corpus it indexes with one thread; ``split`` gives it the corpus cut into
+  ``--split-files`` files (8), its best case (an input kueri is not given);
 
 measuring wall time (process start to exit, JVM start included), CPU time, peak resident memory of
 the whole process tree (sampled from /proc every 0.1 s: kueri's worker processes and JVMs
@@ -162,20 +164,22 @@ def directory_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def run_kueri(corpus: Path, index: Path, logs: Path, workers: int | None, rep: int) -> Measurement:
+def run_kueri(corpus: Path, index: Path, logs: Path, workers: int | None, rep: int, tool: str = "kueri") -> Measurement:
     if index.exists():
         shutil.rmtree(index)
     env = dict(os.environ)
+    if tool == "kueri-processes":
+        env["KUERI_JAVA_HELPER"] = "0"
     if workers:
         env["KUERI_WORKERS"] = str(workers)
     command = [sys.executable, "-m", "kueri", "index", "--corpus", str(corpus), "--index", str(index),
                "--config", "row-01", "--quiet"]
     load = os.getloadavg()[0]
-    wall, cpu, sampler, status = measure(command, logs / f"kueri-{rep}.log", env)
+    wall, cpu, sampler, status = measure(command, logs / f"{tool}-{rep}.log", env)
     if status != 0:
-        raise SystemExit(f"kueri failed ({status}): see {logs / f'kueri-{rep}.log'}")
+        raise SystemExit(f"kueri failed ({status}): see {logs / f'{tool}-{rep}.log'}")
     manifest = json.loads((index / "kueri-index.json").read_text())
-    return Measurement("kueri", wall, cpu, sampler.peak_rss, sampler.peak_anon, sampler.peak_processes,
+    return Measurement(tool, wall, cpu, sampler.peak_rss, sampler.peak_anon, sampler.peak_processes,
                        int(manifest["indexed"]), directory_size(index), load, os.getloadavg()[0],
                        {"build": manifest.get("build", {"workers": 1}), "seconds_in_build": manifest["seconds"]})
 
@@ -213,8 +217,8 @@ def ensure_corpus(args: argparse.Namespace) -> Path:
     return corpus
 
 
-def anserini_inputs(corpus: Path, workdir: Path, variants: list[str]) -> dict[str, Path]:
-    """Input folders for Anserini: the corpus file itself, and/or the corpus cut into 2 files."""
+def anserini_inputs(corpus: Path, workdir: Path, variants: list[str], files: int) -> dict[str, Path]:
+    """Input folders for Anserini: the corpus file itself, and/or the corpus cut into ``files`` files."""
     inputs: dict[str, Path] = {}
     if "file" in variants:
         folder = workdir / "anserini-input-file"
@@ -224,15 +228,15 @@ def anserini_inputs(corpus: Path, workdir: Path, variants: list[str]) -> dict[st
             link.symlink_to(corpus.resolve())
         inputs["file"] = folder
     if "split" in variants:
-        folder = workdir / f"anserini-input-split-{corpus.stem}"
+        folder = workdir / f"anserini-input-split{files}-{corpus.stem}"
         done = folder / ".complete"
         if not done.exists():  # written once, outside any timing
             folder.mkdir(parents=True, exist_ok=True)
             opener = gzip.open if corpus.name.endswith(".gz") else open
             with opener(corpus, "rb") as handle:
                 lines = handle.readlines()
-            half = len(lines) // 2
-            for part, chunk in enumerate((lines[:half], lines[half:])):
+            size = -(-len(lines) // files)
+            for part, chunk in enumerate(lines[i : i + size] for i in range(0, len(lines), size)):
                 with gzip.open(folder / f"part-{part}.jsonl.gz", "wb", compresslevel=6) as out:
                     out.writelines(chunk)
             done.touch()
@@ -332,7 +336,7 @@ def report(results: dict[str, list[Measurement]], searches: list[dict[str, Any]]
     if "kueri" in results:
         kueri_walls = [m.wall_s for m in results["kueri"]]
         for tool, runs in results.items():
-            if tool == "kueri":
+            if tool == "kueri" or not runs:
                 continue
             ratios = [a.wall_s / k for a, k in zip(runs, kueri_walls, strict=False)]
             lines.append(f"\nspeed ratio {tool} wall / kueri wall: {spread(ratios, '{:.2f}')} "
@@ -368,7 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, help="kueri indexing workers (default: kueri's own default)")
     parser.add_argument("--threads", type=int, default=2, help="Anserini -threads")
     parser.add_argument("--anserini-input", choices=["file", "split", "both", "none"], default="both",
-                        help="Anserini reads the corpus file itself, the corpus cut into 2 files, or both")
+                        help="Anserini reads the corpus file itself, the corpus cut into files, or both")
+    parser.add_argument("--split-files", type=int, default=8, help="files the corpus is cut into for Anserini (8)")
+    parser.add_argument("--kueri", choices=["threads", "processes", "both"], default="both",
+                        help="kueri on Java threads (its default), worker processes (without the Java helper), both")
     parser.add_argument("--no-search", action="store_true")
     parser.add_argument("--passes", type=int, default=3, help="search passes per process (the first is cold)")
     parser.add_argument("--search-worker", help=argparse.SUPPRESS)
@@ -384,17 +391,18 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(exist_ok=True)
     corpus = ensure_corpus(args)
     variants = {"both": ["file", "split"], "none": []}.get(args.anserini_input, [args.anserini_input])
-    inputs = anserini_inputs(corpus, workdir, variants)
-    results: dict[str, list[Measurement]] = {"kueri": [], **{f"anserini-{v}": [] for v in inputs}}
+    inputs = anserini_inputs(corpus, workdir, variants, args.split_files)
+    kueris = {"threads": ["kueri"], "processes": ["kueri-processes"]}.get(args.kueri, ["kueri", "kueri-processes"])
+    results: dict[str, list[Measurement]] = {**{k: [] for k in kueris}, **{f"anserini-{v}": [] for v in inputs}}
     searches: list[dict[str, Any]] = []
     kueri_index = workdir / "index-kueri"
     for rep in range(args.repeat):
-        order = ["kueri", *inputs] if rep % 2 == 0 else [*inputs, "kueri"]
+        order = [*kueris, *inputs] if rep % 2 == 0 else [*inputs, *reversed(kueris)]
         for what in order:
-            if what == "kueri":
-                m = run_kueri(corpus, kueri_index, logs, args.workers, rep)
-                results["kueri"].append(m)
-                if not args.no_search:
+            if what in kueris:
+                m = run_kueri(corpus, kueri_index, logs, args.workers, rep, what)
+                results[what].append(m)
+                if what == "kueri" and not args.no_search:
                     judgments = rf_judgments(kueri_index, workdir / "rf-judgments.txt")
                     searches.append(run_search(kueri_index, judgments, args.passes, logs, rep))
             else:
