@@ -145,7 +145,9 @@ def good(i: int) -> str:
     return json.dumps({"id": f"p___{i}", "contents": f"passage {i} about laptops and word{i % 97}"})
 
 
-def test_parallel_build_reports_bad_lines_like_the_reader(tmp_path):
+@pytest.mark.parametrize("java_threads", [True, False], ids=["java-threads", "worker-processes"])
+def test_parallel_build_reports_bad_lines_like_the_reader(tmp_path, monkeypatch, java_threads):
+    monkeypatch.setattr("kueri.lucene.build.has_java_helper", lambda: java_threads)
     lines = [good(i) for i in range(3000)]
     lines[2500] = '{"id": "broken"'
     corpus = write_corpus(tmp_path / "bad.jsonl", lines)

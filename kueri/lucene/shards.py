@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from pathlib import Path
@@ -409,6 +409,47 @@ class _WorkerPool:
                 worker.inbox.put_nowait(_CLOSE)
 
 
+@dataclass
+class FeedCounts:
+    """Passages fed to the shards so far, and how many of them had a DocT5Query expansion."""
+
+    indexed: int = 0
+    expanded: int = 0
+
+
+def numbered_batches(passages: Iterable[Passage], chunk_size: int, ids: IO[str], counts: FeedCounts,
+                     bar: Any) -> Iterator[tuple[int, list[Triple]]]:
+    """(chunk number, up to :data:`BATCH` passages) in corpus order: a chunk's batches come one after another.
+
+    Each passage's id goes to ``ids`` (the index's ``ids.txt``) as it passes, and ``counts`` and the
+    progress ``bar`` follow; what a parallel build does with a batch is up to it.
+    """
+    chunk = in_chunk = 0
+    batch: list[Triple] = []
+    for passage in passages:
+        if in_chunk == chunk_size:
+            if batch:
+                yield chunk, batch
+                batch = []
+            chunk += 1
+            in_chunk = 0
+        pid, query = passage[0], passage[2]
+        batch.append((pid, passage[1], query))
+        ids.write(pid + "\n")
+        in_chunk += 1
+        counts.indexed += 1
+        if query:
+            counts.expanded += 1
+        if counts.indexed & 1023 == 0:
+            bar.update(1024)
+        if len(batch) == BATCH:
+            yield chunk, batch
+            batch = []
+    if batch:
+        yield chunk, batch
+    bar.update(counts.indexed - bar.n)
+
+
 def build_parallel(
     passages: Iterable[Passage],
     index_dir: Path,
@@ -444,42 +485,23 @@ def build_parallel(
 
     partial = start_partial(index_dir)
     shards_dir = partial / SHARDS_SUBDIR
-    indexed = expanded = 0
+    counts = FeedCounts()
     bar = indexing_bar(progress)
+    chunk, worker = -1, None
     try:
         with open(partial / IDS_FILE, "w", encoding="utf-8") as ids:
-            write = ids.write
-            chunk = 0
-            in_chunk = 0
-            worker = pool.start_chunk(chunk, shards_dir / f"{chunk:05d}")
-            batch: list[Triple] = []
-            for passage in chain(first, iterator):
-                if in_chunk == chunk_size:
-                    if batch:
-                        pool.send_batch(worker, batch)
-                        batch = []
-                    pool.send(worker, None)  # the end of this chunk
-                    chunk += 1
-                    in_chunk = 0
+            for number, batch in numbered_batches(chain(first, iterator), chunk_size, ids, counts, bar):
+                if worker is None or number != chunk:
+                    if worker is not None:
+                        pool.send(worker, None)  # the end of the previous chunk
+                    chunk = number
                     worker = pool.start_chunk(chunk, shards_dir / f"{chunk:05d}")
-                pid, query = passage[0], passage[2]
-                batch.append((pid, passage[1], query))
-                write(pid + "\n")
-                in_chunk += 1
-                indexed += 1
-                if query:
-                    expanded += 1
-                if indexed & 1023 == 0:
-                    bar.update(1024)
-                if len(batch) == BATCH:
-                    pool.send_batch(worker, batch)
-                    batch = []
-            if batch:
                 pool.send_batch(worker, batch)
-            pool.send(worker, None)
-            bar.update(indexed - bar.n)
+            if worker is not None:
+                pool.send(worker, None)
         del first
         bar.close()
+        indexed, expanded = counts.indexed, counts.expanded
         log.info("indexing the last chunks, then joining %d shards of %d passages ...", chunk + 1, indexed)
         done = pool.wait_for_chunks()
         if sum(d[0] for d in done.values()) != indexed:
@@ -492,7 +514,7 @@ def build_parallel(
         pool.kill()
         shutil.rmtree(partial, ignore_errors=True)  # shards are big: leave nothing half-built
         if isinstance(exc, OSError):
-            raise EnvironmentProblem(f"{index_dir}: indexing failed after {indexed} passages: "
+            raise EnvironmentProblem(f"{index_dir}: indexing failed after {counts.indexed} passages: "
                                      f"{exc.strerror or exc}") from exc
         raise
 

@@ -30,7 +30,16 @@ from kueri.errors import EnvironmentProblem, KueriError
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.index import IDS_FILE, directory_size
 from kueri.lucene.jvm import POLL_MS, java_error, lucene
-from kueri.lucene.shards import BATCH, SEGMENTS_PER_SHARD, SHARDS_SUBDIR, join_shards, resolve_chunk
+from kueri.lucene.shards import (
+    BATCH,
+    SEGMENTS_PER_SHARD,
+    SHARDS_SUBDIR,
+    FeedCounts,
+    Triple,
+    join_shards,
+    numbered_batches,
+    resolve_chunk,
+)
 from kueri.lucene.writer import (
     DocumentWriter,
     IndexStats,
@@ -55,7 +64,7 @@ class _Shard:
     indexer: Any  # kueri.helper.ShardIndexer
     sent: int = 0
 
-    def offer(self, batch: list[tuple[str, str, str]]) -> None:
+    def offer(self, batch: list[Triple]) -> None:
         ids = [p[0] for p in batch]
         texts = [p[1] for p in batch]
         queries = [p[2] or "" for p in batch]
@@ -99,7 +108,7 @@ def build_threaded(
     shards_dir = partial / SHARDS_SUBDIR
     in_flight: deque[_Shard] = deque()
     shard_dirs: list[Path] = []
-    indexed = expanded = 0
+    counts = FeedCounts()
     bar = indexing_bar(progress)
 
     def start(number: int) -> _Shard:
@@ -118,36 +127,18 @@ def build_threaded(
 
     try:
         with open(partial / IDS_FILE, "w", encoding="utf-8") as ids:
-            write = ids.write
-            shard = start(0)
-            in_chunk = 0
-            batch: list[tuple[str, str, str]] = []
-            for passage in chain(first, iterator):
-                if in_chunk == chunk_size:
-                    if batch:
-                        shard.offer(batch)
-                        batch = []
-                    shard.finish()
-                    shard = start(shard.number + 1)
-                    in_chunk = 0
-                pid, query = passage[0], passage[2]
-                batch.append((pid, passage[1], query))
-                write(pid + "\n")
-                in_chunk += 1
-                indexed += 1
-                if query:
-                    expanded += 1
-                if indexed & 1023 == 0:
-                    bar.update(1024)
-                if len(batch) == BATCH:
-                    shard.offer(batch)
-                    batch = []
-            if batch:
+            shard = None
+            for number, batch in numbered_batches(chain(first, iterator), chunk_size, ids, counts, bar):
+                if shard is None or number != shard.number:
+                    if shard is not None:
+                        shard.finish()
+                    shard = start(number)
                 shard.offer(batch)
-            shard.finish()
-            bar.update(indexed - bar.n)
+            if shard is not None:
+                shard.finish()
         del first
         bar.close()
+        indexed, expanded = counts.indexed, counts.expanded
         log.info("indexing the last chunks, then joining %d shards of %d passages ...", len(shard_dirs), indexed)
         while in_flight:
             in_flight.popleft().wait()
@@ -159,9 +150,9 @@ def build_threaded(
             shard.indexer.abort(10_000)
         shutil.rmtree(partial, ignore_errors=True)
         if isinstance(exc, L.JavaException):
-            raise java_error(exc, f"indexing {index_dir} failed after {indexed} passages") from exc
+            raise java_error(exc, f"indexing {index_dir} failed after {counts.indexed} passages") from exc
         if isinstance(exc, OSError):
-            raise EnvironmentProblem(f"{index_dir}: indexing failed after {indexed} passages: "
+            raise EnvironmentProblem(f"{index_dir}: indexing failed after {counts.indexed} passages: "
                                      f"{exc.strerror or exc}") from exc
         raise
 
