@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kueri.cli.evaluate import run_name  # noqa: E402
 from kueri.errors import KueriError  # noqa: E402
-from kueri.evaluate import per_topic_values, restrict_qrels, restrict_run, run_name  # noqa: E402
+from kueri.evaluate import per_topic_values, restrict_qrels, restrict_run  # noqa: E402
 from kueri.parse import PassageReader  # noqa: E402
 from kueri.runfile import read_qrels, read_run  # noqa: E402
 

@@ -93,15 +93,15 @@ def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_di
         minilm = MiniLMEncoder()
         minilm.progress = progress
         if cache_dir is not None:
-            minilm = EmbeddingCache(minilm, cache_dir / "embeddings-minilm-int8.npz")
+            minilm = EmbeddingCache(minilm, cache_dir / f"embeddings-{minilm.cache_name}.npz")
     if "e5" in needed and e5 is None:
-        from kueri.second_stage.e5 import MAX_TOKENS, E5Encoder
+        from kueri.second_stage.e5 import E5Encoder
         from kueri.second_stage.embedding_cache import EmbeddingCache
 
         e5 = E5Encoder()
         e5.progress = progress
         if cache_dir is not None:
-            e5 = EmbeddingCache(e5, cache_dir / f"embeddings-e5-small-q4-{MAX_TOKENS}.npz")
+            e5 = EmbeddingCache(e5, cache_dir / f"embeddings-{e5.cache_name}.npz")
     return Encoders(minilm=minilm, e5=e5)
 
 
