@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kueri.errors import SetupError
+from kueri.progress import progress_bar
 
 #: Inputs per block of an int8 weight column (one scale each); 384 and 1536, the layers' inputs, are multiples.
 BLOCK = 128
@@ -296,3 +297,29 @@ def mean_pooled(session: Any, embeddings: np.ndarray, mask: np.ndarray) -> np.nd
     weights = mask[:, :, None].astype(np.float32)
     pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
     return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+
+def embed_in_batches(session: Any, encoded: Sequence[Sequence[int]], order: Sequence[int], batch_size: int,
+                     pad: int, embed: Callable[[np.ndarray], np.ndarray], dimension: int,
+                     label: str, progress: bool) -> np.ndarray:
+    """Unit-length embeddings of token-id lists (``len(encoded)`` x ``dimension``), in the lists' order.
+
+    They are computed ``batch_size`` at a time in ``order`` (lists of similar length together: little
+    padding), each batch padded with ``pad`` to its longest list and the padding masked out; ``embed``
+    turns a batch's ids into the graph's input embeddings. The batches are part of the result: int8
+    activations make an embedding depend a little on its batch-mates, so ``order`` must be deterministic.
+    """
+    out = np.zeros((len(encoded), dimension), dtype=np.float32)
+    bar = progress_bar(label, "passages", progress and len(encoded) > batch_size, total=len(encoded))
+    for start in range(0, len(order), batch_size):
+        batch = list(order[start : start + batch_size])
+        bar.update(len(batch))
+        width = max(len(encoded[i]) for i in batch)
+        ids = np.full((len(batch), width), pad, dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=bool)
+        for row, i in enumerate(batch):
+            ids[row, : len(encoded[i])] = encoded[i]
+            mask[row, : len(encoded[i])] = True
+        out[batch] = mean_pooled(session, embed(ids), mask)
+    bar.close()
+    return out

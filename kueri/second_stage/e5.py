@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from kueri.errors import SetupError
-from kueri.progress import progress_bar
 from kueri.second_stage.bert_graph import (
     LINEARS,
     BertEncoder,
@@ -42,7 +41,7 @@ from kueri.second_stage.bert_graph import (
     FloatLinear,
     Int8Linear,
     build_graph,
-    mean_pooled,
+    embed_in_batches,
     open_session,
     require_onnxruntime,
 )
@@ -224,23 +223,14 @@ class E5Encoder:
         return [w.bos, *w.tokenizer.encode(text, MAX_TOKENS - 2), w.eos]
 
     def _encode(self, texts: list[str], prefix: str) -> np.ndarray:
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         encoded = [self.tokens(prefix + text) for text in texts]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # little padding per batch
-        bar = progress_bar("e5", "passages", self.progress and len(texts) > BATCH, total=len(texts))
-        for start in range(0, len(order), BATCH):
-            batch = order[start : start + BATCH]
-            bar.update(len(batch))
-            width = max(len(encoded[i]) for i in batch)
-            ids = np.full((len(batch), width), self.weights.pad, dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=bool)
-            for row, i in enumerate(batch):
-                ids[row, : len(encoded[i])] = encoded[i]
-                mask[row, : len(encoded[i])] = True
-            embeddings = self.weights.word_embeddings(ids) + self._positions[:width] + self._type
-            out[batch] = mean_pooled(self.session, embeddings, mask)
-        bar.close()
-        return out
+        return embed_in_batches(self.session, encoded, order, BATCH, self.weights.pad, self._input_embeddings,
+                                self.dimension, "e5", self.progress)
+
+    def _input_embeddings(self, ids: np.ndarray) -> np.ndarray:
+        width = ids.shape[1]
+        return self.weights.word_embeddings(ids) + self._positions[:width] + self._type
 
     def queries(self, texts: list[str]) -> np.ndarray:
         """Embeddings of search queries (``query: `` + text)."""
