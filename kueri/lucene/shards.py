@@ -53,13 +53,14 @@ from pathlib import Path
 from typing import IO, Any
 
 import kueri
-from kueri.errors import EnvironmentProblem, KueriError
+from kueri.errors import KueriError
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.index import IDS_FILE, directory_size, read_manifest
 from kueri.lucene.jvm import java_error, lucene
 from kueri.lucene.writer import (
     IndexStats,
     build_sequential,
+    failed_build,
     indexing_bar,
     open_writer,
     publish,
@@ -513,10 +514,10 @@ def build_parallel(
         bar.close()
         pool.kill()
         shutil.rmtree(partial, ignore_errors=True)  # shards are big: leave nothing half-built
-        if isinstance(exc, OSError):
-            raise EnvironmentProblem(f"{index_dir}: indexing failed after {counts.indexed} passages: "
-                                     f"{exc.strerror or exc}") from exc
-        raise
+        error = failed_build(exc, index_dir, counts.indexed)  # no Java in this process
+        if error is None:
+            raise
+        raise error from exc
 
     seconds = time.perf_counter() - started
     build = {"workers": workers, "on": "worker processes", "shards": chunk + 1, "chunk_passages": chunk_size}

@@ -26,10 +26,10 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
-from kueri.errors import EnvironmentProblem, KueriError
+from kueri.errors import KueriError
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.index import IDS_FILE, directory_size
-from kueri.lucene.jvm import POLL_MS, java_error, lucene
+from kueri.lucene.jvm import POLL_MS, lucene
 from kueri.lucene.shards import (
     BATCH,
     SEGMENTS_PER_SHARD,
@@ -44,6 +44,7 @@ from kueri.lucene.writer import (
     DocumentWriter,
     IndexStats,
     build_sequential,
+    failed_build,
     indexing_bar,
     open_writer,
     publish,
@@ -60,7 +61,6 @@ class _Shard:
     """One chunk's writer and the Java thread that feeds it."""
 
     number: int
-    directory: Path
     indexer: Any  # kueri.helper.ShardIndexer
     sent: int = 0
 
@@ -119,7 +119,7 @@ def build_threaded(
         indexer = L.ShardIndexer(writer, documents.plain, documents.expanded, documents.id_field,
                                  documents.contents_field, documents.query_field, chunk_size // BATCH + 2,
                                  f"kueri-shard-{number}")
-        shard = _Shard(number, directory, indexer)
+        shard = _Shard(number, indexer)
         in_flight.append(shard)
         return shard
 
@@ -147,12 +147,10 @@ def build_threaded(
         for shard in in_flight:  # their threads roll back; nothing is left running
             shard.indexer.abort(10_000)
         shutil.rmtree(partial, ignore_errors=True)
-        if isinstance(exc, L.JavaException):
-            raise java_error(exc, f"indexing {index_dir} failed after {counts.indexed} passages") from exc
-        if isinstance(exc, OSError):
-            raise EnvironmentProblem(f"{index_dir}: indexing failed after {counts.indexed} passages: "
-                                     f"{exc.strerror or exc}") from exc
-        raise
+        error = failed_build(exc, index_dir, counts.indexed, L.JavaException)
+        if error is None:
+            raise
+        raise error from exc
 
     seconds = time.perf_counter() - started
     build = {"workers": threads, "on": "java threads", "shards": len(shard_dirs), "chunk_passages": chunk_size}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kueri import __version__
-from kueri.errors import EnvironmentProblem
+from kueri.errors import EnvironmentProblem, KueriError
 from kueri.lucene.analyze import AnalyzerConfig, build_analyzer
 from kueri.lucene.index import (
     CONTENTS_FIELD,
@@ -170,6 +170,17 @@ def write_manifest(directory: Path, analyzer_config: AnalyzerConfig, indexed: in
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def failed_build(exc: BaseException, index_dir: Path, indexed: int,
+                 java_exception: type[BaseException] | tuple[()] = ()) -> KueriError | None:
+    """What a failed build raises in place of ``exc`` (``from exc``), one line naming the index: Lucene's
+    exception, or the machine's refusal of a write (a full disk); None: ``exc`` itself (bad input, ^C)."""
+    if isinstance(exc, java_exception):
+        return java_error(exc, f"indexing {index_dir} failed after {indexed} passages")
+    if isinstance(exc, OSError):
+        return EnvironmentProblem(f"{index_dir}: indexing failed after {indexed} passages: {exc.strerror or exc}")
+    return None
+
+
 def start_partial(index_dir: Path) -> Path:
     """A fresh ``<dir>.partial`` to build in (a leftover one was never complete: safe to drop)."""
     partial = index_dir.with_name(index_dir.name + ".partial")
@@ -235,12 +246,10 @@ def build_sequential(
         with contextlib.suppress(Exception):
             writer.rollback()
         shutil.rmtree(partial, ignore_errors=True)
-        if isinstance(exc, L.JavaException):
-            raise java_error(exc, f"indexing {index_dir} failed after {indexed} passages") from exc
-        if isinstance(exc, OSError):  # a write of ours (ids, manifest): say which index
-            raise EnvironmentProblem(f"{index_dir}: indexing failed after {indexed} passages: "
-                                     f"{exc.strerror or exc}") from exc
-        raise
+        error = failed_build(exc, index_dir, indexed, L.JavaException)
+        if error is None:
+            raise
+        raise error from exc
     finally:
         bar.close()
     return IndexStats(indexed, seconds, directory_size(index_dir), expanded)
