@@ -5,6 +5,7 @@ import pytest
 
 from kueri.errors import KueriError
 from kueri.parse import PassageReader, read_topics, split_doct5query
+from kueri.parse.passages import parse_json_line
 from tests.conftest import DATA, SAMPLE_CORPUS, SAMPLE_TOPICS
 
 
@@ -84,6 +85,30 @@ def test_invalid_utf8_is_an_error_with_its_line(tmp_path):
     path.write_bytes(passage().encode() + b"\n" + b'{"id": "x", "contents": "caf\xe9"}\n')
     with pytest.raises(KueriError, match=r"c\.jsonl:2: not valid UTF-8"):
         list(PassageReader(path))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"id": "a", "contents": "x", "id": "b"}',  # a repeated key: the last wins
+        b'{"id": "a", "contents": "\\ud800 lone"}',  # an escaped lone surrogate: orjson refuses, json takes
+        b'{"id": "a", "contents": "\xed\xa0\x80"}',  # an encoded one: json takes it too (surrogatepass)
+        b'\xef\xbb\xbf{"id": "a", "contents": "BOM"}',
+        b'{"id": "a", "contents": "x", "score": NaN, "n": 123456789012345678901234567890}',
+        b'{"id": "a", "contents": "caf\xc3\xa9 \\u00e9 \\ud83d\\ude00 \\u0000"}\r\n',
+    ],
+)
+def test_json_lines_parse_as_json_loads_does(raw):
+    assert repr(parse_json_line(raw)) == repr(json.loads(raw))  # repr: NaN != NaN
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b'{"id": "a"} extra', b'{"a": "x\x01y"}', b"caf\xe9"])
+def test_json_lines_fail_as_json_loads_does(raw):
+    with pytest.raises(ValueError) as ours:
+        parse_json_line(raw)
+    with pytest.raises(ValueError) as theirs:
+        json.loads(raw)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
 
 
 def test_utf8_is_decoded(tmp_path):
