@@ -17,6 +17,7 @@ from kueri.errors import KueriError
 from kueri.lucene import MANIFEST, LuceneIndex, build_index, build_shard, check_index, merge_indexes, open_shards
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.feedback import FeedbackConfig, feedback_run
+from kueri.lucene.index import read_manifest
 from kueri.lucene.shards import resolve_workers
 from kueri.lucene.writer import DocumentWriter, open_writer
 from kueri.parse import PassageReader
@@ -114,6 +115,32 @@ def test_the_java_helper_is_compiled_once_into_its_cache(tmp_path):
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "KUERI_JAVA_CACHE": str(cache), "KUERI_JAVA_HELPER": "0"})
     assert done.stdout.strip() == "False", done.stderr
+
+
+JVM_ARGUMENTS_AFTER_A_BUILD = """
+import sys
+import jnius_config
+from kueri.lucene import build_index
+from kueri.lucene.analyze import AnalyzerConfig
+from kueri.lucene.index import read_manifest
+from kueri.parse import PassageReader
+assert not jnius_config.vm_running
+build_index(PassageReader(sys.argv[1]), sys.argv[2], AnalyzerConfig("lucene"), chunk_passages=int(sys.argv[3]),
+            workers=2, progress=False)
+import jnius
+print(jnius.autoclass("java.lang.management.ManagementFactory").getRuntimeMXBean().getInputArguments().toString())
+"""
+
+
+@pytest.mark.parametrize(("chunk", "c2_only"), [(1000, True), (5000, False)])
+def test_a_build_of_many_chunks_starts_its_jvm_for_throughput(tmp_path, chunk, c2_only):
+    """Three chunks: the JVM, started by the build, compiles with C2 only; one chunk (a short job): tiered."""
+    done = subprocess.run([sys.executable, "-c", JVM_ARGUMENTS_AFTER_A_BUILD, str(SAMPLE_CORPUS), str(tmp_path / "i"),
+                           str(chunk)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "-Xrs" in done.stdout, done.stdout  # the JVM's arguments, as kueri started it
+    assert ("-XX:-TieredCompilation" in done.stdout) == c2_only, done.stdout
+    assert read_manifest(tmp_path / "i")["indexed"] == 2607
 
 
 def test_shards_joined_or_searched_as_one(tmp_path, index_factory, topics):

@@ -29,7 +29,7 @@ from typing import Any
 from kueri.errors import KueriError
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.index import IDS_FILE, directory_size
-from kueri.lucene.jvm import POLL_MS, lucene
+from kueri.lucene.jvm import POLL_MS, lucene, prefer_throughput
 from kueri.lucene.shards import (
     BATCH,
     SEGMENTS_PER_SHARD,
@@ -93,7 +93,6 @@ def build_threaded(
     metadata: dict[str, Any] | None = None,
 ) -> IndexStats:
     """:func:`kueri.lucene.build.build_index` on ``threads`` Java threads (see the module docstring)."""
-    L = lucene()
     chunk_size = resolve_chunk(chunk_passages)
     started = time.perf_counter()
     iterator: Iterator[Passage] = iter(passages)
@@ -101,6 +100,8 @@ def build_threaded(
     if len(first) < chunk_size:  # one chunk: one writer, here
         return build_sequential(first, index_dir, analyzer_config, ram_buffer_mb=ram_buffer_mb, progress=progress,
                                 metadata=metadata)
+    prefer_throughput()  # many chunks ahead: if the JVM is yet to start, C2 only
+    L = lucene()
 
     partial = start_partial(index_dir)
     shards_dir = partial / SHARDS_SUBDIR
