@@ -18,7 +18,6 @@ from kueri.lucene import MANIFEST, LuceneIndex, build_index, build_shard, check_
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.feedback import FeedbackConfig, feedback_run
 from kueri.lucene.index import read_manifest
-from kueri.lucene.shards import resolve_workers
 from kueri.lucene.writer import DocumentWriter, open_writer
 from kueri.parse import PassageReader
 from kueri.pipeline import search_run
@@ -264,15 +263,3 @@ def test_an_empty_expansion_field_is_left_out_with_the_same_scores(tmp_path, top
         for row in ("row-01", "row-11", "row-13"):
             config_row = get_config(row).with_changes(analyzer=config)
             assert search_run(new, config_row, topics) == search_run(old, config_row, topics)
-
-
-def test_worker_count(monkeypatch):
-    monkeypatch.setenv("KUERI_WORKERS", "3")
-    assert resolve_workers() == 3 and resolve_workers(1) == 1
-    monkeypatch.setenv("KUERI_WORKERS", "many")
-    with pytest.raises(KueriError, match="KUERI_WORKERS"):
-        resolve_workers()
-    monkeypatch.delenv("KUERI_WORKERS")
-    assert resolve_workers() == min(2, os.cpu_count() or 1)
-    with pytest.raises(KueriError):
-        resolve_workers(0)

@@ -14,9 +14,10 @@ from typing import Any
 
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.jvm import has_java_helper
-from kueri.lucene.shards import build_parallel, resolve_workers
+from kueri.lucene.shards import build_parallel
 from kueri.lucene.threads import build_threaded
 from kueri.lucene.writer import IndexStats, build_sequential
+from kueri.processes import resolve_workers
 from kueri.records import Passage
 
 

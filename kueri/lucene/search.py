@@ -24,7 +24,7 @@ from typing import Any
 from kueri.errors import KueriError
 from kueri.lucene.index import ID_FIELD, SEARCH_FIELDS, LuceneIndex
 from kueri.lucene.jvm import POLL_MS, has_java_helper, java_error_message, java_hashmap_order, lucene
-from kueri.lucene.shards import resolve_workers
+from kueri.processes import resolve_workers
 from kueri.records import Hit, Run, Topic
 
 FILTER_MODES = ("off", "faithful", "fixed")

@@ -96,22 +96,6 @@ _CLOSE = object()
 Triple = tuple[str, str, str]  # (id, contents, DocT5Query expansion)
 
 
-def resolve_workers(workers: int | None = None) -> int:
-    """``workers``, else ``KUERI_WORKERS``, else 2 where there are 2+ cores (each one a JVM)."""
-    if workers is None:
-        env = os.environ.get("KUERI_WORKERS")
-        if env:
-            try:
-                workers = int(env)
-            except ValueError:
-                raise KueriError(f"KUERI_WORKERS={env!r} is not a number") from None
-        else:
-            workers = min(2, os.cpu_count() or 1)
-    if workers < 1:
-        raise KueriError(f"the number of indexing workers must be at least 1, got {workers}")
-    return workers
-
-
 def resolve_chunk(chunk_passages: int | None = None) -> int:
     """``chunk_passages``, else ``KUERI_CHUNK_PASSAGES``, else :data:`DEFAULT_CHUNK`."""
     if chunk_passages is None:

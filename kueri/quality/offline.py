@@ -23,12 +23,10 @@ import hashlib
 import io
 import json
 import math
-import multiprocessing
-import multiprocessing.pool
 import tempfile
 import time
 import zipfile
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import repeat
@@ -40,6 +38,7 @@ from kueri import resources
 from kueri.errors import KueriError, SetupError
 from kueri.files import pack_strings, unpack_strings, write_bytes_atomic
 from kueri.parse.passages import PassageReader
+from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress_bar
 from kueri.quality.features import CHAR_NGRAM_RANGE, TEXT_FEATURES, char_ngrams, model_text, text_features, word_tokens
 from kueri.quality.rerank import as_java_float, read_quality_scores
@@ -245,14 +244,9 @@ def iter_offline_scores(pairs: Iterable[tuple[str, str]], model_path: str | Path
             yield pid, model.score(contents)
         return
     OfflineQualityModel.load(model_path)  # fail here, clearly, rather than in every worker
-    with multiprocessing.get_context("spawn").Pool(workers, _init_worker, (str(model_path),)) as pool:
-        pending: deque[multiprocessing.pool.AsyncResult[list[tuple[str, float]]]] = deque()
-        for chunk in _chunks(pairs, _CHUNK):
-            pending.append(pool.apply_async(_score_chunk, (chunk,)))
-            if len(pending) >= 2 * workers:
-                yield from pending.popleft().get()
-        while pending:
-            yield from pending.popleft().get()
+    with worker_pool(workers, _init_worker, str(model_path)) as pool:
+        for scored in ordered_pool_map(pool, _score_chunk, _chunks(pairs, _CHUNK), window=2 * workers):
+            yield from scored
 
 
 @dataclass
