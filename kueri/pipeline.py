@@ -230,6 +230,7 @@ class Pipeline:
                             progress=self.progress, encoders=encoders)
 
     def _label_stance(self, run: Run, depth: int) -> Run:
+        from kueri.processes import resolve_workers
         from kueri.stance import StanceModel, index_texts, label_run
 
         if self._stance_model is None:
@@ -237,7 +238,7 @@ class Pipeline:
         self.corpus_ids()  # any open index serves: the stored text does not depend on the analyzer
         index = next(iter(self._indexes.values()))
         return label_run(run, self.topics, index_texts(index), depth=depth, model=self._stance_model,
-                         progress=self.progress)
+                         progress=self.progress, workers=resolve_workers())
 
     def _retrieve(self, config: RunConfig) -> Run:
         if config.fuse:

@@ -10,6 +10,7 @@ import pytest
 
 from kueri.cli.stance import add_parser as add_stance_parser
 from kueri.errors import KueriError, SetupError
+from kueri.parse import read_topics
 from kueri.records import NO_STANCE, STANCES, Hit, Topic
 from kueri.runfile import read_run_with_tag, write_run
 from kueri.stance.features import OBJ1, OBJ2, ObjectMatcher, fold, mark_spans, mask_passage, sentences, tokens
@@ -196,6 +197,21 @@ def test_cli_labels_the_sample_run_from_the_index_and_from_the_corpus(sample_run
         assert all(h.stance in STANCES for h in hits[:5]) and all(h.stance == NO_STANCE for h in hits[5:])
         seen.update(h.stance for h in hits[:5])
     assert len(seen) >= 3  # real labels, not one constant
+
+
+def test_labelling_in_worker_processes_gives_the_same_run(sample_run, model):
+    """Every hit of the sample's run (9,145, enough for the pool), texts read from the index here."""
+    from kueri.stance.label import POOL_MIN_HITS, LabelSummary, index_texts
+
+    path, index = sample_run
+    run, _ = read_run_with_tag(path)
+    topics = read_topics(SAMPLE_TOPICS)
+    assert sum(map(len, run.values())) >= POOL_MIN_HITS
+    alone, pooled = LabelSummary(), LabelSummary()
+    one = label_run(run, topics, index_texts(index), depth=None, model=model, summary=alone, workers=1)
+    two = label_run(run, topics, index_texts(index), depth=None, model=model, summary=pooled, workers=2)
+    assert two == one and list(two) == list(run)
+    assert pooled.counts == alone.counts and pooled.labelled == alone.labelled == sum(map(len, run.values()))
 
 
 def test_cli_errors(sample_run, tmp_path):

@@ -44,6 +44,8 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
                    help="NEUTRAL needs a sentence comparing the objects with probability >= X, else NO; "
                    "0 turns the gate off (default: the model's, 0.5)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad corpus lines instead of stopping (--corpus)")
+    p.add_argument("--workers", type=int, help="processes labelling topics side by side (default: KUERI_WORKERS, "
+                   "else 2 on 2+ cores): the same labels")
     p.add_argument("--ray", metavar="ADDRESS", help="label the topics as tasks of a Ray cluster (auto, or the head's "
                    "host:port; needs kueri[ray] on every node): the same labels")
     p.set_defaults(func=cmd_stance)
@@ -52,12 +54,14 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
 
 def cmd_stance(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
+    from kueri.processes import resolve_workers
     from kueri.runfile import read_run_with_tag, write_run
     from kueri.stance.label import LabelSummary, corpus_texts, index_texts, label_run, label_run_on_ray, needed_ids
     from kueri.stance.model import DEFAULT_MODEL, StanceModel
 
     if args.depth < 0:
         raise KueriError(f"--depth must be at least 0, not {args.depth}")
+    workers = resolve_workers(args.workers)
     model = StanceModel.load(args.model or DEFAULT_MODEL)  # fail before reading anything large
     if args.priors is not None or args.neutral_gate is not None:
         model = model.with_decision(args.priors, args.neutral_gate)
@@ -68,7 +72,7 @@ def cmd_stance(args: argparse.Namespace) -> int:
     def label_with(texts: Any) -> Any:
         if args.ray:  # the same labels, each topic a task of the cluster
             return label_run_on_ray(run, topics, texts, args.depth, model, args.ray, summary)
-        return label_run(run, topics, texts, args.depth, model, summary)
+        return label_run(run, topics, texts, args.depth, model, summary, workers=workers)
 
     if args.index:
         from kueri.lucene import LuceneIndex

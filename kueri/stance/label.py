@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kueri.errors import KueriError
+from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress as with_progress
 from kueri.records import Hit, Run, Topic
 from kueri.stance.features import ObjectMatcher, mask_passage
@@ -66,6 +67,7 @@ def label_run(
     model: StanceModel | str | Path | None = None,
     summary: LabelSummary | None = None,
     progress: bool = False,
+    workers: int = 1,
 ) -> Run:
     """A copy of ``run`` whose top ``depth`` hits per topic (all with ``None`` or 0) carry a stance label.
 
@@ -73,6 +75,8 @@ def label_run(
     :class:`StanceModel`, a model file, or None for the shipped one. Every topic of the run must be among
     ``topics`` (its objects are needed); a passage without a text raises :class:`KueriError`.
     ``summary``, when given, is filled with counts and timing; ``progress``: a bar over the topics.
+    ``workers`` > 1 labels the topics in that many processes when there are enough hits to pay for
+    starting them (:data:`POOL_MIN_HITS`): the same labels; texts are still read in this process.
     """
     if depth is not None and depth < 0:
         raise KueriError(f"stance: depth must be at least 0, not {depth}")
@@ -80,6 +84,8 @@ def label_run(
     if not isinstance(model, StanceModel):
         model = StanceModel.load(model if model is not None else DEFAULT_MODEL)
     by_number = {topic.number: topic for topic in topics}
+    if workers > 1 and len(run) > 1 and sum(len(hits[: depth or None]) for hits in run.values()) >= POOL_MIN_HITS:
+        return _label_in_processes(run, by_number, texts, depth, model, workers, summary, started, progress)
     counts = dict.fromkeys(LABELS, 0)
     labelled: Run = {}
     for qid, hits in with_progress(run.items(), "stance", "topics", enabled=progress, total=len(run)):
@@ -107,10 +113,60 @@ def label_run(
 
 def _label_topic(batch: tuple[Run, list[Topic], dict[str, str]], depth: int | None,
                  model: StanceModel) -> tuple[Run, dict[str, int]]:
-    """On a Ray worker: one topic's hits labelled (its texts and the model travel with the task)."""
+    """In another process (a Ray task, a pool's worker): one topic's hits labelled."""
     run, topics, texts = batch
     summary = LabelSummary()
     return label_run(run, topics, texts, depth, model, summary), summary.counts or {}
+
+
+def _topic_batches(run: Run, by_number: Mapping[str, Topic], texts: Texts,
+                   depth: int | None) -> Iterator[tuple[Run, list[Topic], dict[str, str]]]:
+    """One topic at a time, with its objects and the texts of the hits to label: what a worker needs."""
+    for qid, hits in run.items():
+        if qid not in by_number:
+            raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
+        ids = [hit.doc for hit in hits[: depth or len(hits)]]
+        yield {qid: hits}, [by_number[qid]], dict(zip(ids, _lookup(texts, ids, qid), strict=True))
+
+
+def _gather(parts: Iterable[tuple[Run, dict[str, int]]], summary: LabelSummary | None, started: float) -> Run:
+    labelled: Run = {}
+    counts = dict.fromkeys(LABELS, 0)
+    for part, part_counts in parts:
+        labelled.update(part)
+        for label, n in part_counts.items():
+            counts[label] += n
+    if summary is not None:
+        summary.labelled, summary.seconds, summary.counts = sum(counts.values()), time.perf_counter() - started, counts
+    return labelled
+
+
+#: Fewer hits than this are labelled in this process: starting a worker (Python, numpy, the VADER
+#: lexicon, the model) takes about a second, what labelling 1,000-2,000 hits takes.
+POOL_MIN_HITS = 4000
+
+_worker_model: StanceModel | None = None
+
+
+def _init_worker(model: StanceModel) -> None:
+    global _worker_model
+    _worker_model = model
+
+
+def _label_topic_in_worker(batch: tuple[Run, list[Topic], dict[str, str]],
+                           depth: int | None) -> tuple[Run, dict[str, int]]:
+    assert _worker_model is not None
+    return _label_topic(batch, depth, _worker_model)
+
+
+def _label_in_processes(run: Run, by_number: Mapping[str, Topic], texts: Texts, depth: int | None,
+                        model: StanceModel, workers: int, summary: LabelSummary | None, started: float,
+                        progress: bool) -> Run:
+    """:func:`label_run`'s topics labelled in ``workers`` processes of a pool; this process reads the texts."""
+    batches = _topic_batches(run, by_number, texts, depth)
+    with worker_pool(workers, _init_worker, model) as pool:
+        parts = ordered_pool_map(pool, _label_topic_in_worker, batches, depth, window=2 * workers)
+        return _gather(with_progress(parts, "stance", "topics", enabled=progress, total=len(run)), summary, started)
 
 
 def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int | None, model: StanceModel,
@@ -122,25 +178,9 @@ def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int
         raise KueriError(f"stance: depth must be at least 0, not {depth}")
     ray = connect(address)
     started = time.perf_counter()
-    by_number = {topic.number: topic for topic in topics}
-
-    def batches() -> Iterator[tuple[Run, list[Topic], dict[str, str]]]:
-        for qid, hits in run.items():
-            if qid not in by_number:
-                raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
-            ids = [hit.doc for hit in hits[: depth or len(hits)]]
-            yield {qid: hits}, [by_number[qid]], dict(zip(ids, _lookup(texts, ids, qid), strict=True))
-
+    batches = _topic_batches(run, {topic.number: topic for topic in topics}, texts, depth)
     task = ray.remote(max_retries=TASK_RETRIES)(_label_topic)
-    labelled: Run = {}
-    counts = dict.fromkeys(LABELS, 0)
-    for part, part_counts in ordered_map(ray, task, batches(), depth, ray.put(model)):
-        labelled.update(part)
-        for label, n in part_counts.items():
-            counts[label] += n
-    if summary is not None:
-        summary.labelled, summary.seconds, summary.counts = sum(counts.values()), time.perf_counter() - started, counts
-    return labelled
+    return _gather(ordered_map(ray, task, batches, depth, ray.put(model)), summary, started)
 
 
 def needed_ids(run: Run, depth: int | None = DEFAULT_DEPTH) -> set[str]:
