@@ -305,8 +305,14 @@ def big_input(tmp_path_factory) -> Path:
 def test_a_signal_mid_run_stops_promptly_and_leaves_nothing(big_input, tmp_path, signal_number, exit_code, helper):
     workdir = tmp_path / "work"
     out = tmp_path / "out"
-    process = kueri("tira", "-i", str(big_input), "-o", str(out), "--workdir", str(workdir), "--config", "row-07",
-                    env_extra={"KUERI_JAVA_HELPER": helper})
+    # ^C as in a terminal: started in the background (a CI job, nohup), this process may have inherited
+    # SIGINT ignored, and the child would too; a handler here leaves the child SIGINT's default instead.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = kueri("tira", "-i", str(big_input), "-o", str(out), "--workdir", str(workdir), "--config",
+                        "row-07", env_extra={"KUERI_JAVA_HELPER": helper})
+    finally:
+        signal.signal(signal.SIGINT, previous)
     seen = ""
     deadline = time.monotonic() + 60
     while "indexing:" not in seen and time.monotonic() < deadline and process.poll() is None:
