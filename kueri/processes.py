@@ -1,7 +1,8 @@
 """Work spread over this machine's cores: how many workers, and a pool's results in input order.
 
-Ray's counterpart is :func:`kueri.scaleout.ordered_map`; the two behave alike (results in input order,
-a bounded number of items in flight, so the caller never holds a whole corpus).
+:func:`in_order` is the one loop behind this pool's :func:`ordered_pool_map` and Ray's
+:func:`kueri.scaleout.ordered_map`: results in input order, a bounded number of items in flight, so the
+caller never holds a whole corpus.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 from kueri.errors import KueriError
 
 T = TypeVar("T")
+H = TypeVar("H")  # a handle on submitted work: a Future, a Ray ObjectRef
 
 
 def resolve_workers(workers: int | None = None) -> int:
@@ -52,17 +54,23 @@ def worker_pool(workers: int, initializer: Callable[..., None], *initargs: Any) 
     pool.shutdown(wait=True)
 
 
+def in_order(submit: Callable[[Any], H], result: Callable[[H], T], items: Iterable[Any], window: int) -> Iterator[T]:
+    """``result(submit(item))`` for every item, in item order, with at most ``window`` items submitted and
+    not yet collected: the caller never holds the whole input (``Pool.imap`` would read it all ahead)."""
+    pending: deque[H] = deque()
+    for item in items:
+        pending.append(submit(item))
+        if len(pending) >= window:
+            yield result(pending.popleft())
+    while pending:
+        yield result(pending.popleft())
+
+
 def ordered_pool_map(pool: ProcessPoolExecutor, func: Callable[..., T], items: Iterable[Any], *args: Any,
                      window: int) -> Iterator[T]:
-    """``func(item, *args)`` in ``pool`` for every item, results in item order; at most ``window`` in flight
-    (``Pool.imap`` would read the whole input ahead). A dead worker raises :class:`KueriError`."""
-    pending: deque[Future[T]] = deque()
+    """``func(item, *args)`` in ``pool`` for every item, results in item order, at most ``window`` in flight
+    (:func:`in_order`). A dead worker raises :class:`KueriError`."""
     try:
-        for item in items:
-            pending.append(pool.submit(func, item, *args))
-            if len(pending) >= window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+        yield from in_order(lambda item: pool.submit(func, item, *args), Future.result, items, window)
     except BrokenProcessPool as exc:
         raise KueriError(f"a worker process died ({exc}); killed, or out of memory?") from exc

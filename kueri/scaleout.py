@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kueri.errors import EnvironmentProblem, SetupError
+from kueri.processes import in_order
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +55,4 @@ def cluster_cpus(ray: Any) -> int:
 def ordered_map(ray: Any, task: Any, batches: Iterable[Any], *args: Any, window: int | None = None) -> Iterator[Any]:
     """``task.remote(batch, *args)`` for every batch, results in batch order; at most ``window`` batches in
     flight (twice the cluster's CPUs by default), so the driver never holds the whole input."""
-    window = window or 2 * cluster_cpus(ray)
-    pending: deque[Any] = deque()
-    for batch in batches:
-        pending.append(task.remote(batch, *args))
-        if len(pending) >= window:
-            yield ray.get(pending.popleft())
-    while pending:
-        yield ray.get(pending.popleft())
+    yield from in_order(lambda batch: task.remote(batch, *args), ray.get, batches, window or 2 * cluster_cpus(ray))

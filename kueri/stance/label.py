@@ -46,6 +46,11 @@ class LabelSummary:
         return self.labelled / self.seconds if self.seconds > 0 else float("inf")
 
 
+def _to_label(hits: Sequence[Hit], depth: int | None) -> Sequence[Hit]:
+    """The hits of a topic that get a label: the top ``depth``, or all with ``None`` or 0."""
+    return hits[:depth] if depth else hits
+
+
 def _lookup(texts: Texts, ids: Sequence[str], qid: str) -> Sequence[str]:
     if callable(texts):
         found = texts(ids)
@@ -84,7 +89,7 @@ def label_run(
     if not isinstance(model, StanceModel):
         model = StanceModel.load(model if model is not None else DEFAULT_MODEL)
     by_number = {topic.number: topic for topic in topics}
-    if workers > 1 and len(run) > 1 and sum(len(hits[: depth or None]) for hits in run.values()) >= POOL_MIN_HITS:
+    if workers > 1 and len(run) > 1 and sum(len(_to_label(hits, depth)) for hits in run.values()) >= POOL_MIN_HITS:
         return _label_in_processes(run, by_number, texts, depth, model, workers, summary, started, progress)
     counts = dict.fromkeys(LABELS, 0)
     labelled: Run = {}
@@ -92,7 +97,7 @@ def label_run(
         topic = by_number.get(qid)
         if topic is None:
             raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
-        cut = len(hits) if not depth else min(depth, len(hits))
+        cut = len(_to_label(hits, depth))
         if cut == 0:
             labelled[qid] = list(hits)
             continue
@@ -125,7 +130,7 @@ def _topic_batches(run: Run, by_number: Mapping[str, Topic], texts: Texts,
     for qid, hits in run.items():
         if qid not in by_number:
             raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
-        ids = [hit.doc for hit in hits[: depth or len(hits)]]
+        ids = [hit.doc for hit in _to_label(hits, depth)]
         yield {qid: hits}, [by_number[qid]], dict(zip(ids, _lookup(texts, ids, qid), strict=True))
 
 
@@ -185,7 +190,7 @@ def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int
 
 def needed_ids(run: Run, depth: int | None = DEFAULT_DEPTH) -> set[str]:
     """The passage ids :func:`label_run` will ask for."""
-    return {hit.doc for hits in run.values() for hit in (hits if not depth else hits[:depth])}
+    return {hit.doc for hits in run.values() for hit in _to_label(hits, depth)}
 
 
 def index_texts(index: LuceneIndex) -> Callable[[Sequence[str]], Sequence[str]]:
