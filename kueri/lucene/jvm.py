@@ -7,7 +7,9 @@ short name in :attr:`_Lucene.CLASSES` (``lucene().IndexWriter``), so one table l
 
 Lucene 9.9.1 comes from the Anserini fat jar inside pyserini 0.25.0 (installed ``--no-deps``);
 pyserini itself is never imported (it would pull torch). ``KUERI_JAR`` overrides the jar,
-``KUERI_HEAP`` the maximum heap (e.g. ``2g``), ``JAVA_HOME`` the Java installation.
+``KUERI_HEAP`` the maximum heap (e.g. ``2g``), ``JAVA_HOME`` the Java installation. The Java's version
+is checked before the JVM starts (:func:`check_java`): an old one is one line saying what was found and
+what is needed, never a class-loading stack trace.
 
 pyjnius is not thread-safe: every Java call must come from the thread that started the JVM.
 """
@@ -18,8 +20,11 @@ import glob
 import importlib.util
 import logging
 import os
+import re
 import shutil
+import subprocess
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -46,6 +51,13 @@ INSTALL_JAR_HINT = "install it with: pip install --no-deps pyserini==0.25.0"
 INSTALL_JAVA_HINT = (
     "install a JDK 17 (Debian: apt-get install openjdk-17-jdk-headless) or set JAVA_HOME"
 )
+
+#: The oldest Java that can run kueri: Lucene 9's classes (and kueri's Java helper, compiled with
+#: ``--release 11``) are Java 11 class files, which an older JVM refuses to load.
+MIN_JAVA = 11
+#: The Java kueri's runs and tests are checked on (Debian 12's OpenJDK 17). Another Java from 11 on runs
+#: the same code, but its JIT's floating point is not checked against the shipped runs: a warning, not an error.
+TESTED_JAVA = 17
 
 
 def find_jar() -> Path:
@@ -81,6 +93,77 @@ def find_java_home() -> Path:
     return home
 
 
+@dataclass(frozen=True)
+class JavaVersion:
+    """A Java installation's version, read without starting it in this process."""
+
+    text: str  # as the installation spells it: 17.0.15, 1.8.0_392
+    major: int  # 8 for 1.8.0_392, 17 for 17.0.15
+    source: str  # where it was read: the release file, or ``java -version``
+
+    @property
+    def supported(self) -> bool:
+        return self.major >= MIN_JAVA
+
+
+def _major(text: str) -> int:
+    """The feature release of a Java version string: ``1.8.0_392`` -> 8, ``17.0.15`` -> 17, ``21-ea`` -> 21."""
+    parts = re.findall(r"\d+", text)
+    if not parts:
+        raise ValueError(text)
+    return int(parts[1]) if parts[0] == "1" and len(parts) > 1 else int(parts[0])
+
+
+@cache
+def java_version(home: Path) -> JavaVersion:
+    """The version of the Java installation at ``home``.
+
+    Its ``release`` file first (every JDK and JRE since 9 has one, as has 8: a read of ~1 KB), else the
+    output of ``bin/java -version`` in a subprocess (~60 ms, and more on a busy machine). Cached per
+    installation. :class:`SetupError` when neither tells.
+    """
+    release = home / "release"
+    try:
+        found = re.search(r'^JAVA_VERSION="?([^"\n]+)"?', release.read_text(encoding="utf-8", errors="replace"), re.M)
+        if found:
+            return JavaVersion(found.group(1), _major(found.group(1)), str(release))
+    except (OSError, ValueError):
+        pass  # no release file, or an odd one: ask the java binary
+    java = home / "bin" / "java"
+    try:
+        done = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=60)
+        found = re.search(r'version "([^"]+)"', done.stderr + done.stdout)
+        if found:
+            return JavaVersion(found.group(1), _major(found.group(1)), f"{java} -version")
+        why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0]
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        why = str(exc)
+    raise SetupError(f"cannot tell the version of the Java at {home} (no JAVA_VERSION in {release}; {java} -version: "
+                     f"{why}); {INSTALL_JAVA_HINT}")
+
+
+def check_java(home: Path) -> JavaVersion:
+    """The Java at ``home`` if kueri can run on it; one-line :class:`SetupError` naming what was found and
+    what is needed if it is too old. A Java other than the tested one is a warning (once)."""
+    version = java_version(home)
+    if not version.supported:
+        raise _too_old(version, home)
+    if version.major != TESTED_JAVA:
+        _warn_untested(version.text, str(home))
+    return version
+
+
+def _too_old(version: JavaVersion, home: Path) -> SetupError:
+    return SetupError(f"Java {version.text} at {home} is too old: Lucene 9 needs Java {MIN_JAVA} or later "
+                      f"(kueri is tested on {TESTED_JAVA}); {INSTALL_JAVA_HINT}")
+
+
+@cache
+def _warn_untested(text: str, home: str) -> None:
+    log.warning("Java %s at %s: kueri is tested on Java %d; runs should be the same but are not checked on it",
+                text, home, TESTED_JAVA)
+
+
 _throughput = False  # set by prefer_throughput() before the JVM starts
 
 
@@ -112,7 +195,9 @@ def prefer_throughput() -> bool:
 
 @cache
 def _helper_classes() -> Path | None:
-    return compiled_classes(find_jar(), find_java_home())
+    java_home = find_java_home()
+    check_java(java_home)  # an old javac would fail on --release 11 first, in a less clear way
+    return compiled_classes(find_jar(), java_home)
 
 
 @cache
@@ -120,8 +205,10 @@ def _jnius() -> Any:
     """Start the JVM with our options (once per process) and return the jnius module."""
     jar = find_jar()
     java_home = find_java_home()
-    os.environ["JAVA_HOME"] = str(java_home)  # pyjnius reads it when it loads libjvm
     jnius_config = _jnius_config()
+    if not jnius_config.vm_running:
+        check_java(java_home)  # before the JVM loads: an old one would fail deep in class loading
+    os.environ["JAVA_HOME"] = str(java_home)  # pyjnius reads it when it loads libjvm
     if jnius_config.vm_running:
         # Another library (PyTerrier's pt.java.init(), say) started this process's JVM first: a JVM
         # cannot be restarted, and kueri's Lucene must be on the class path it was given.
