@@ -38,6 +38,11 @@ class BrokenCache(KueriError):
     """A work-folder entry that cannot be used as it is (damaged, truncated, incomplete): rebuild it."""
 
 
+class IncompatibleIndex(BrokenCache):
+    """A whole index that this kueri must not search: written by another Lucene major, or with another
+    analysis than asked for. One line for an index given by path; a rebuild for a work-folder entry."""
+
+
 class Interrupted(BaseException):
     """SIGTERM (or SIGINT) arrived: like KeyboardInterrupt, it unwinds so partial files are removed."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kueri.config import RunConfig, get_config
-from kueri.errors import BrokenCache, KueriError
+from kueri.errors import BrokenCache, IncompatibleIndex, KueriError
 from kueri.files import file_lock, touch, writable_folder
 from kueri.fusion import ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, LuceneIndex, Searcher, build_index, feedback_run, read_stoplist
@@ -123,12 +123,13 @@ def cached_index(
 
     Safe to share: one process builds an index while the others wait for it (a lock per entry). A
     cached index is checked before it is used (:func:`~kueri.lucene.index.verify_files`: its files are
-    whole; it opens; its ids match); a broken one is reported in one warning line, deleted and rebuilt.
+    whole; it opens; its ids match; it was written by this Lucene major with this analysis); a broken or
+    foreign one is reported in one warning line, deleted and rebuilt.
     """
     index_dir = Path(workdir) / f"index-{index_key(corpus, analyzer, skip_bad)}"
     with file_lock(index_dir.with_name(index_dir.name + ".lock"), f"the index of {corpus}"):
         if index_dir.exists():
-            index = open_cached_index(index_dir)
+            index = open_cached_index(index_dir, analyzer)
             if index is not None:
                 log.info("reusing index %s", index_dir)
                 return index
@@ -136,13 +137,15 @@ def cached_index(
         return index_corpus(corpus, index_dir, analyzer, skip_bad=skip_bad, progress=progress)
 
 
-def open_cached_index(index_dir: Path) -> LuceneIndex | None:
-    """The cached index at ``index_dir``, checked; None (the broken entry removed, with a warning) when broken."""
+def open_cached_index(index_dir: Path, analyzer: AnalyzerConfig | None = None) -> LuceneIndex | None:
+    """The cached index at ``index_dir`` (of ``analyzer``, when given), checked; None (the entry removed, with a
+    warning) when it is broken or must not be searched here (another Lucene major, another analysis)."""
     try:
         verify_files(index_dir)
-        index = LuceneIndex(index_dir)
+        index = LuceneIndex(index_dir, analyzer)
     except BrokenCache as exc:
-        log.warning("work folder: %s is broken, rebuilding it (%s)", index_dir, exc)
+        why = "cannot be used here" if isinstance(exc, IncompatibleIndex) else "is broken"
+        log.warning("work folder: %s %s, rebuilding it (%s)", index_dir, why, exc)
         shutil.rmtree(index_dir, ignore_errors=True)
         return None
     touch(index_dir)

@@ -49,7 +49,9 @@ def _describe_index(path: Path) -> str:
     try:
         manifest = json.loads((path / "kueri-index.json").read_text(encoding="utf-8"))
         corpus = ", ".join(Path(f["path"]).name for f in manifest.get("corpus", [])) or "?"
-        return f"{manifest['indexed']} passages of {corpus}; {AnalyzerConfig(**manifest['analyzer_config']).summary()}"
+        lucene = f"; Lucene {manifest['lucene_version']}" if "lucene_version" in manifest else ""  # older: unrecorded
+        return (f"{manifest['indexed']} passages of {corpus}; {AnalyzerConfig(**manifest['analyzer_config']).summary()}"
+                f"{lucene}")
     except (OSError, ValueError, KeyError, TypeError, AttributeError, KueriError):
         return "no readable manifest"
 

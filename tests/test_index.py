@@ -1,15 +1,16 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from kueri.errors import KueriError
-from kueri.lucene import MANIFEST, LuceneIndex, build_index
+from kueri.errors import IncompatibleIndex, KueriError
+from kueri.lucene import MANIFEST, LuceneIndex, build_index, stoplist_path
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.parse import PassageReader
 from kueri.records import Passage
-from tests.conftest import ROOT, SAMPLE_CORPUS
+from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS
 
 
 def test_sample_index_counts_ids_and_stored_text(index_factory):
@@ -89,3 +90,84 @@ def test_check_index_finds_a_damaged_segment(tmp_path):
     postings.write_bytes(b"\0" * postings.stat().st_size)
     problem = check_index(target)
     assert problem is not None and str(target) in problem
+
+
+# -- who wrote an index, and with which analysis ------------------------------------------------------------
+
+V2 = AnalyzerConfig("kueristopv2")
+
+
+def small_index(tmp_path, config=V2):
+    target = tmp_path / "idx"
+    build_index([Passage(f"a___{i}", f"laptops and desktops {i}") for i in range(1, 20)], target, config,
+                progress=False)
+    return target
+
+
+def edit_manifest(index, **changes):
+    path = index / MANIFEST
+    manifest = json.loads(path.read_text())
+    for key, value in changes.items():
+        if value is None:
+            manifest.pop(key, None)
+        else:
+            manifest[key] = value
+    path.write_text(json.dumps(manifest))
+
+
+def test_the_manifest_records_kueri_lucene_and_the_analysis(tmp_path):
+    from kueri import __version__
+    from kueri.lucene.jvm import find_jar, jar_lucene_version, lucene
+
+    config = AnalyzerConfig("kueristopv2")
+    manifest = json.loads((small_index(tmp_path, config) / MANIFEST).read_text())
+    assert manifest["kueri_version"] == __version__
+    assert manifest["lucene_version"] == str(lucene().Version.LATEST.toString()) == jar_lucene_version(find_jar())
+    assert manifest["lucene_version"] == "9.9.1"
+    assert manifest["analysis"] == config.fingerprint()
+    assert AnalyzerConfig("kueristopv2", stemmer="porter").fingerprint() != config.fingerprint()
+    # where the stoplist lies does not matter, its words do
+    copy = tmp_path / "kueristopv2.txt"
+    copy.write_text(Path(stoplist_path("kueristopv2")).read_text())
+    assert AnalyzerConfig(str(copy)).fingerprint() == config.fingerprint()
+    copy.write_text(copy.read_text() + "\nlaptops\n")
+    assert AnalyzerConfig(str(copy)).fingerprint() != config.fingerprint()
+
+
+def test_an_index_of_another_lucene_major_is_one_line(tmp_path):
+    index = small_index(tmp_path)
+    edit_manifest(index, lucene_version="8.11.2")
+    message = (f"{index}: written by Lucene 8.11.2, and this kueri runs Lucene 9.9.1: rebuild it with this kueri "
+               "(kueri index)")
+    with pytest.raises(IncompatibleIndex) as caught:
+        LuceneIndex(index)
+    assert str(caught.value) == message
+    result = subprocess.run([sys.executable, "-m", "kueri", "search", "--index", str(index), "--topics",
+                             str(SAMPLE_TOPICS), "--output", str(tmp_path / "run.txt"), "-q"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and result.stderr.splitlines() == [f"kueri: error: {message}"]
+    assert not (tmp_path / "run.txt").exists()
+    edit_manifest(index, lucene_version="9.0.0")  # the same major: Lucene reads it as its own
+    with LuceneIndex(index) as opened:
+        assert len(opened) == 19
+
+
+def test_an_index_of_another_analysis_than_asked_for_is_refused(tmp_path):
+    index = small_index(tmp_path)
+    with pytest.raises(IncompatibleIndex, match="indexed with standard tokenizer, lower case, stoplist kueristopv2, "
+                       "no stemmer, but .* porter stemmer was asked for"):
+        LuceneIndex(index, AnalyzerConfig("kueristopv2", stemmer="porter"))
+    with LuceneIndex(index, AnalyzerConfig("kueristopv2")) as opened:
+        assert len(opened) == 19
+    edit_manifest(index, analysis="0123456789abcdef")  # its stoplist's words were others than they are now
+    with pytest.raises(IncompatibleIndex, match="indexed with another analysis than this kueri's"):
+        LuceneIndex(index)
+
+
+def test_an_old_manifest_without_versions_opens_as_before(tmp_path):
+    """Manifests written before the Lucene version and the analysis were recorded: the commit point says which
+    Lucene wrote the index (9.9.1, the only one kueri ever pinned), and it opens."""
+    index = small_index(tmp_path)
+    edit_manifest(index, lucene_version=None, analysis=None)
+    with LuceneIndex(index, AnalyzerConfig("kueristopv2")) as opened:
+        assert len(opened) == 19 and "lucene_version" not in opened.manifest

@@ -185,6 +185,49 @@ def test_a_broken_cached_index_is_reported_and_rebuilt(small_input, tmp_path, ca
     assert "reusing index" in caplog.text
 
 
+def rewrite_manifest(index: Path, **changes) -> None:
+    manifest = json.loads((index / MANIFEST).read_text())
+    for key, value in changes.items():
+        if value is None:
+            manifest.pop(key, None)
+        else:
+            manifest[key] = value
+    (index / MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_a_cached_index_of_another_lucene_is_rebuilt(small_input, tmp_path, caplog):
+    from kueri.config import get_config
+    from kueri.pipeline import search_run
+
+    caplog.set_level(logging.INFO, logger="kueri")
+    corpus, topics = small_input / "passages.jsonl", read_topics(small_input / "topics.xml")
+    config = get_config("row-07")
+    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
+        before = search_run(index, config, topics)
+        path = index.path
+    rewrite_manifest(path, lucene_version="8.11.2")  # as another kueri on Lucene 8 would have left it
+    caplog.clear()
+    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
+        assert search_run(index, config, topics) == before
+        assert index.manifest["lucene_version"] == "9.9.1"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"work folder: {path} cannot be used here, rebuilding it ({path}: written by Lucene 8.11.2, "
+                        "and this kueri runs Lucene 9.9.1: rebuild it with this kueri (kueri index))"]
+
+
+def test_a_cached_index_with_an_old_manifest_is_reused(small_input, tmp_path, caplog):
+    """Manifests from before the Lucene version and the analysis were recorded: the entry is still good."""
+    caplog.set_level(logging.INFO, logger="kueri")
+    corpus = small_input / "passages.jsonl"
+    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
+        path = index.path
+    rewrite_manifest(path, lucene_version=None, analysis=None)
+    caplog.clear()
+    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
+        assert "lucene_version" not in index.manifest
+    assert f"reusing index {path}" in caplog.text and "rebuilding" not in caplog.text
+
+
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "wrong shape", "empty"])
 def test_a_broken_embedding_cache_is_reported_and_rebuilt(tmp_path, caplog, damage):
     path = tmp_path / "embeddings-test.npz"

@@ -11,6 +11,8 @@ factories with ``CustomAnalyzer.builder()``.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -110,6 +112,16 @@ class AnalyzerConfig:
             "repeated_chars": self.repeated_chars,
             "synonyms": self.synonyms,
         }
+
+    def fingerprint(self) -> str:
+        """What the chain does to text, as a short hash: the options and the stoplist's words, not where
+        the stoplist lies (a checkout and an installed package give the same). An index manifest records
+        it; an index whose analysis now hashes otherwise (its stoplist's words changed) no longer matches
+        the queries analysed for it."""
+        options = {k: v for k, v in self.describe().items() if k not in ("stoplist", "stoplist_words")}
+        words = [] if self.stoplist == "none" else sorted(read_stoplist(self.stoplist))
+        payload = json.dumps({**options, "stop": self.stoplist != "none", "stoplist_words": words}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 #: The original's two analyzer classes, as configurations.

@@ -13,6 +13,12 @@ Internal doc ids follow corpus order (see :mod:`kueri.lucene.writer`), so Lucene
 id makes search ties follow the corpus order as in the original. ``ids.txt`` holds the passage ids
 in doc id order, so a hit list's ids are a Python list lookup instead of a stored-field read per
 hit. ``kueri-index.json`` (the manifest) is written last: a directory without one is never opened.
+Besides counts and the corpus, the manifest records who wrote the index (``kueri_version``,
+``lucene_version``) and its analysis (``analyzer_config``, and ``analysis``: a hash of what the chain does,
+stoplist words included). Opening checks them (:func:`compatibility_problem`): an index of another Lucene
+major, or of another analysis than asked for, is refused in one line. Manifests from before these fields
+lack ``lucene_version`` and ``analysis``: every such index was written by the Lucene 9.9.1 kueri has always
+pinned, so the index's own commit point is asked which Lucene wrote it, and its analysis is taken as it says.
 
 :class:`LuceneIndex` speaks Python to the stages: passage ids, stored texts, term vectors and term
 statistics; its ``reader`` is for the rest of the Lucene layer only.
@@ -25,7 +31,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kueri.errors import BrokenCache, KueriError
+from kueri.errors import BrokenCache, IncompatibleIndex, KueriError
 from kueri.lucene.analyze import AnalyzerConfig, build_analyzer
 from kueri.lucene.jvm import java_error, java_error_message, lucene
 
@@ -75,6 +81,32 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     return manifest
 
 
+def _major(version: str) -> int | None:
+    head = str(version).split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def compatibility_problem(manifest: dict[str, Any], index_dir: str | Path, written_by: str | None,
+                          analyzer: AnalyzerConfig | None = None) -> str | None:
+    """Why this kueri must not search the index (one line naming it), or None.
+
+    ``written_by``: the Lucene version that wrote it (the manifest's, else its commit point's);
+    ``analyzer``: the analysis the caller asks for (None: whatever the index has).
+    """
+    running = str(lucene().Version.LATEST.toString())
+    if written_by is not None and _major(written_by) != _major(running):
+        return (f"{index_dir}: written by Lucene {written_by}, and this kueri runs Lucene {running}: "
+                f"rebuild it with this kueri (kueri index)")
+    config = AnalyzerConfig(**manifest["analyzer_config"])
+    if analyzer is not None and config != analyzer:
+        return f"{index_dir}: indexed with {config.summary()}, but {analyzer.summary()} was asked for"
+    recorded = manifest.get("analysis")
+    if recorded is not None and recorded != config.fingerprint():
+        return (f"{index_dir}: indexed with another analysis than this kueri's {config.summary()} (the stoplist's "
+                f"words differ): rebuild it with this kueri (kueri index)")
+    return None
+
+
 def verify_files(index_dir: str | Path) -> None:
     """A quick check of an index before it is used: its commit point and every file it lists are there,
     whole, and end with Lucene's footer (one small read per file, not a read of every byte: that is
@@ -99,21 +131,32 @@ class LuceneIndex:
     """An open index: the reader, passage ids by doc id, stored text, and its analyzer config.
 
     An index that is not whole (no or a bad manifest, a damaged or missing file, a wrong id list) raises
-    :class:`~kueri.errors.BrokenCache`; the machine's refusal (permissions) an
-    :class:`~kueri.errors.EnvironmentProblem`.
+    :class:`~kueri.errors.BrokenCache`; one this kueri must not search (another Lucene major; another
+    analysis than ``analyzer``, when given) :class:`~kueri.errors.IncompatibleIndex`; the machine's refusal
+    (permissions) an :class:`~kueri.errors.EnvironmentProblem`.
     """
 
-    def __init__(self, index_dir: str | Path) -> None:
+    def __init__(self, index_dir: str | Path, analyzer: AnalyzerConfig | None = None) -> None:
         L = lucene()
         self.path = Path(index_dir)
         self.manifest = read_manifest(self.path)
         self.analyzer_config = AnalyzerConfig(**self.manifest["analyzer_config"])
         directory = L.FSDirectory.open(L.File(str(self.path)).toPath())
         try:
+            written_by = self.manifest.get("lucene_version")
+            if written_by is None:  # a manifest from before it was recorded: the commit point knows
+                committed = L.SegmentInfos.readLatestCommit(directory).getCommitLuceneVersion()
+                written_by = str(committed.toString()) if committed is not None else None
+            problem = compatibility_problem(self.manifest, self.path, written_by, analyzer)
+            if problem:
+                raise IncompatibleIndex(problem)  # before Lucene reads it: another major may not even open
             self.reader = L.DirectoryReader.open(directory)
         except L.JavaException as exc:
             directory.close()
             raise java_error(exc, f"cannot open the index {self.path}") from None
+        except BaseException:
+            directory.close()
+            raise
         try:
             self.ids: list[str] = (self.path / IDS_FILE).read_text(encoding="utf-8").split("\n")[:-1]
         except (FileNotFoundError, UnicodeDecodeError) as exc:

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -162,6 +163,32 @@ def _too_old(version: JavaVersion, home: Path) -> SetupError:
 def _warn_untested(text: str, home: str) -> None:
     log.warning("Java %s at %s: kueri is tested on Java %d; runs should be the same but are not checked on it",
                 text, home, TESTED_JAVA)
+
+
+_LUCENE_CONSTANT = re.compile(rb"LUCENE_(\d+)_(\d+)_(\d+)")
+
+
+@cache
+def jar_lucene_version(jar: Path) -> str:
+    """The Lucene version a jar holds, read without a JVM: the newest ``LUCENE_X_Y_Z`` constant its
+    ``org.apache.lucene.util.Version`` class declares (``Version.LATEST`` is the newest). ~0.1 s, cached."""
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            data = archive.read("org/apache/lucene/util/Version.class")
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        raise SetupError(f"{jar}: no Lucene in it ({exc}); {INSTALL_JAR_HINT}") from None
+    versions = sorted({tuple(int(n) for n in m) for m in _LUCENE_CONSTANT.findall(data)})
+    if not versions:
+        raise SetupError(f"{jar}: its Lucene Version class names no version; {INSTALL_JAR_HINT}")
+    return ".".join(map(str, versions[-1]))
+
+
+def lucene_version() -> str:
+    """The version of the Lucene kueri runs: the running JVM's ``Version.LATEST`` (the classes actually
+    loaded), else the jar's, without starting a JVM for it."""
+    if jvm_started():
+        return str(lucene().Version.LATEST.toString())
+    return jar_lucene_version(find_jar())
 
 
 _throughput = False  # set by prefer_throughput() before the JVM starts

@@ -32,7 +32,7 @@ from kueri.lucene.index import (
     MANIFEST,
     directory_size,
 )
-from kueri.lucene.jvm import java_error, lucene
+from kueri.lucene.jvm import java_error, lucene, lucene_version
 from kueri.progress import progress_bar
 from kueri.records import Passage
 
@@ -149,13 +149,17 @@ class DocumentWriter:
 def write_manifest(directory: Path, analyzer_config: AnalyzerConfig, indexed: int, expanded: int, seconds: float,
                    extra: dict[str, Any] | None) -> None:
     """The manifest, last file of a build; a callable value of ``extra`` is called now (counts that a
-    reader only knows once it has read everything)."""
+    reader only knows once it has read everything). Who wrote the index (kueri's and Lucene's versions) and
+    its analysis are recorded so that opening it can refuse an index it must not search
+    (:func:`kueri.lucene.index.compatibility_problem`)."""
     extra = {k: (v() if callable(v) else v) for k, v in (extra or {}).items()}
     manifest = {
         "kueri_version": __version__,
+        "lucene_version": lucene_version(),  # this process's Lucene, or the jar's when it runs no JVM
         "format": FORMAT_VERSION,
         "analyzer": analyzer_config.describe(),
         "analyzer_config": analyzer_config.__dict__,
+        "analysis": analyzer_config.fingerprint(),
         "fields": {
             ID_FIELD: "string, stored",
             CONTENTS_FIELD: "docs+freqs, term vectors, norms, stored",
