@@ -11,10 +11,10 @@ PACKAGE = ROOT / "kueri"
 #: Layers from the bottom up; a module may import its own layer and the ones below, never above.
 LAYERS = {
     "data": {"kueri", "kueri.errors", "kueri.records", "kueri.files", "kueri.runfile", "kueri.progress",
-             "kueri.resources", "kueri.parse"},
+             "kueri.resources", "kueri.parse", "kueri.environment"},
     "lucene": {"kueri.lucene"},
     "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance"},
-    "pipeline": {"kueri.config", "kueri.pipeline", "kueri.workfolder"},
+    "pipeline": {"kueri.config", "kueri.pipeline", "kueri.workfolder", "kueri.doctor"},
     "face": {"kueri.cli", "kueri.__main__", "kueri.pyterrier"},
 }
 ORDER = list(LAYERS)

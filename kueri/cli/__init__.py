@@ -11,6 +11,7 @@
     kueri stance   RUN (--index DIR | --corpus PATH) --topics FILE --output RUN
     kueri evaluate RUN... --qrels QRELS
     kueri configs | kueri resources [NAME]
+    kueri env      [--json]                                        (alias doctor: what is here, what is missing)
 
 Every command takes ``-q/--quiet`` (warnings and errors only, no progress bars), ``-v/--verbose``
 (debug messages) and ``--debug`` (a traceback with every error). Logging is configured here, once;
@@ -84,7 +85,7 @@ def _output_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kueri.cli import evaluate, quality, retrieval, stance
+    from kueri.cli import env, evaluate, quality, retrieval, stance
 
     parser = argparse.ArgumentParser(prog="kueri", description=__doc__.split("\n\n")[0])
     _output_flags(parser, suppress=False)
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_parser(sub, common)
     stance.add_parser(sub, common)
     evaluate.add_parser(sub, common)
+    env.add_parser(sub, common)
     return parser
 
 

@@ -11,7 +11,9 @@ it build, open, search and read indexes through these names and never see a Java
   :class:`PassageScorer` (a query's scores for given passages), :func:`feedback_run` (the original's
   graded relevance feedback);
 * :func:`java_hashmap_order`: the iteration order of a Java ``HashMap``, which the original's ties
-  and float sums follow.
+  and float sums follow;
+* :func:`java_status`, :func:`lucene_status`: the Java and the Lucene jar kueri would use, described
+  without starting a JVM.
 
 Importing this package does not start the JVM; the first Java call does (:func:`kueri.lucene.jvm.lucene`).
 """
@@ -41,7 +43,7 @@ from kueri.lucene.index import (
     open_shards,
     read_manifest,
 )
-from kueri.lucene.jvm import java_hashmap_order
+from kueri.lucene.jvm import java_hashmap_order, java_status, lucene_status
 from kueri.lucene.search import DEFAULT_FIELDS, FILTER_MODES, PassageScorer, Searcher, Similarity
 from kueri.lucene.shards import build_shard, merge_indexes
 from kueri.lucene.writer import IndexStats
@@ -50,6 +52,7 @@ __all__ = [
     "BASELINE_ANALYZER", "CONTENTS_FIELD", "DEFAULT_FIELDS", "DOCT5QUERY_FIELD", "FILTER_MODES", "ID_FIELD",
     "MAIN_ANALYZER", "MANIFEST", "SEARCH_FIELDS", "AnalyzerConfig", "FeedbackConfig", "FieldStatistics",
     "IndexStats", "LuceneIndex", "PassageScorer", "Searcher", "Similarity", "TermStatistics", "build_index",
-    "build_shard", "check_index", "feedback_run", "java_hashmap_order", "known_stoplists", "merge_indexes",
+    "build_shard", "check_index", "feedback_run", "java_hashmap_order", "java_status", "known_stoplists",
+    "lucene_status", "merge_indexes",
     "open_shards", "read_judgments", "read_manifest", "read_stoplist", "stoplist_name", "stoplist_path", "tokenize",
 ]

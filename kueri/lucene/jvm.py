@@ -191,6 +191,35 @@ def lucene_version() -> str:
     return jar_lucene_version(find_jar())
 
 
+def java_status() -> dict[str, Any]:
+    """The Java kueri would start, described without starting it (for ``kueri env``): where, which version,
+    whether it is enough, whether it has a ``javac`` (kueri's Java helper); ``problem`` says what is wrong."""
+    status: dict[str, Any] = {"home": None, "version": None, "source": None, "required": f"{MIN_JAVA} or later",
+                              "tested": str(TESTED_JAVA), "ok": False, "javac": False, "problem": None}
+    try:
+        home = find_java_home()
+        status.update(home=str(home), javac=(home / "bin" / "javac").is_file())
+        version = java_version(home)
+        status.update(version=version.text, source=version.source, ok=version.supported)
+        if not version.supported:
+            status["problem"] = str(_too_old(version, home))
+    except SetupError as exc:
+        status["problem"] = str(exc)
+    return status
+
+
+def lucene_status() -> dict[str, Any]:
+    """The Lucene jar kueri would load and its Lucene version, read without a JVM (for ``kueri env``)."""
+    status: dict[str, Any] = {"jar": None, "bytes": None, "version": None, "ok": False, "problem": None}
+    try:
+        jar = find_jar()
+        status.update(jar=str(jar), bytes=jar.stat().st_size)
+        status.update(version=jar_lucene_version(jar), ok=True)
+    except (SetupError, OSError) as exc:
+        status["problem"] = str(exc)
+    return status
+
+
 _throughput = False  # set by prefer_throughput() before the JVM starts
 
 
