@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/bench_ray.py                         # 200,000 synthetic passages
     .venv/bin/python benchmarks/bench_ray.py --passages 868655 --quality-passages 100000
 
-Starts a Ray head on 127.0.0.1 with as many CPUs as the machine has, then times, as separate processes:
+Starts its own Ray head on 127.0.0.1 with as many CPUs as the machine has (and stops only that one after),
+then times, as separate processes:
 ``kueri index`` (2 local worker processes) vs ``kueri index --ray`` (shards through the object store)
 and ``kueri quality offline --workers N`` vs ``--ray``, checking that each pair's outputs are the same.
 Prints wall times and the per-passage costs the sizing in docs/scale-out.md is computed from.
@@ -16,13 +17,16 @@ import argparse
 import filecmp
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # kueri from this checkout, as the commands it times
+
+from kueri.scaleout import start_local_cluster, stop_local_cluster  # noqa: E402
+
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
@@ -51,15 +55,11 @@ def main() -> int:
             subprocess.run([python, "scripts/make_corpus.py", "--passages", str(n), "--out", str(path)], cwd=ROOT,
                            check=True)
         corpora[n] = path
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {**os.environ, **RAY_ENV}
-    ray = str(Path(python).parent / "ray")
-    subprocess.run([ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus",
-                    str(cpus), "--include-dashboard", "false", "--disable-usage-stats"], env=env, check=True,
-                   capture_output=True)
-    address = f"127.0.0.1:{port}"
+    # The benchmark's own head (own temp folder, ports, session): stopping it leaves any other Ray cluster
+    # on the machine running, which `ray stop` would not.
+    head = start_local_cluster(cpus, env=RAY_ENV)
+    address = head.address
     rows = []
     try:
         corpus = str(corpora[args.passages])
@@ -76,7 +76,7 @@ def main() -> int:
         same = filecmp.cmp(work / "quality-local.tsv", work / "quality-ray.tsv", shallow=False)
         rows.append(("quality offline", args.quality_passages, local, remote, f"files equal: {same}"))
     finally:
-        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True)
+        stop_local_cluster(head)
     print(f"{cpus} CPUs, Ray head on {address}")
     print("| command | passages | local s | Ray s | Ray / local | local passages/s/core | check |")
     print("|---|---|---|---|---|---|---|")

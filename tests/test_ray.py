@@ -1,8 +1,10 @@
 """Scale-out on Ray: a local cluster on 127.0.0.1 builds shards and scores passages as tasks.
 
 Every result is compared with the local command's: the index (every Table 1 search row's run on it)
-and the quality score file. A worker killed mid-build is survived. The cluster is started by the test
-(``ray start --head`` on loopback, token authentication off for it) and stopped after.
+and the quality score file. A worker killed mid-build is survived. The cluster is the test's own
+(:func:`kueri.scaleout.start_local_cluster`: ``ray start --head`` on loopback in its own temp folder, ports
+and Unix session, token authentication off for it) and only its processes are stopped after: never
+``ray stop``, which would stop every Ray cluster of the user on the machine.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +28,7 @@ from kueri.config import TABLE1_SEARCH_ROWS  # noqa: E402
 from kueri.lucene import MANIFEST, LuceneIndex, build_index  # noqa: E402
 from kueri.parse import PassageReader, read_topics  # noqa: E402
 from kueri.pipeline import search_run  # noqa: E402
+from kueri.scaleout import cluster_processes, local_cluster, start_local_cluster, stop_local_cluster  # noqa: E402
 from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -39,18 +44,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> str:
-    ray = str(Path(sys.executable).parent / "ray")
-    port = free_port()
-    env = {**os.environ, **RAY_ENV}
-    started = subprocess.run([ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                              "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats"],
-                             env=env, capture_output=True, text=True, timeout=180)
-    assert started.returncode == 0, started.stdout + started.stderr
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+def cluster() -> Iterator[str]:
+    with local_cluster(2, env=RAY_ENV) as head:
+        yield head.address
 
 
 def kueri(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -152,3 +148,42 @@ def test_stance_on_ray_labels_as_the_local_command(cluster, tmp_path):
     labelled = (tmp_path / "ray.txt").read_text()
     assert labelled == (tmp_path / "local.txt").read_text()
     assert {"FIRST", "SECOND", "NO"} <= {line.split()[1] for line in labelled.splitlines()}
+
+
+def test_the_test_cluster_stops_without_touching_another_cluster_on_the_machine():
+    """Someone's Ray cluster runs beside the suite: starting and stopping the test's own head leaves it
+    running, its processes untouched, its driver able to connect and run a task."""
+    default_address_file = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    before = default_address_file.read_bytes() if default_address_file.exists() else None
+    other = start_local_cluster(1, env=RAY_ENV)
+    try:
+        theirs = {pid: (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19],
+                        Path(f"/proc/{pid}/cmdline").read_bytes()) for pid in cluster_processes(other)}
+        # the cluster's daemons (a worker of theirs may come and go as Ray pleases)
+        daemons = {pid: seen for pid, seen in theirs.items() if not seen[1].startswith(b"ray::")}
+        assert any(b"gcs_server" in cmdline for _, cmdline in daemons.values()), theirs
+
+        ours = start_local_cluster(1, env=RAY_ENV)
+        assert (ours.temp_dir / "ray_current_cluster").read_text().strip() == ours.address
+        assert not set(cluster_processes(ours)) & set(theirs)
+        assert driver_task(ours.address).returncode == 0  # ours has had a worker too
+        stopped = stop_local_cluster(ours)
+        assert stopped and not set(stopped) & set(theirs)
+        assert cluster_processes(ours) == [] and not ours.temp_dir.exists()
+
+        for pid, (started, cmdline) in daemons.items():  # the same processes, not new ones under the same pids
+            stat = Path(f"/proc/{pid}/stat")
+            assert stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[19] == started, cmdline[:80]
+        result = driver_task(other.address)
+        assert result.returncode == 0 and result.stdout.strip() == "7", result.stderr[-2000:]
+    finally:
+        stop_local_cluster(other)
+    assert cluster_processes(other) == [] and not other.temp_dir.exists()
+    assert (default_address_file.read_bytes() if default_address_file.exists() else None) == before
+
+
+def driver_task(address: str) -> subprocess.CompletedProcess:
+    """A driver in its own process: connects to ``address`` and runs one task."""
+    code = "import ray, sys; ray.init(address=sys.argv[1]); print(ray.get(ray.remote(lambda: 7).remote()))"
+    return subprocess.run([sys.executable, "-c", code, address], env={**os.environ, **RAY_ENV}, capture_output=True,
+                          text=True, timeout=300)
