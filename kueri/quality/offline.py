@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from kueri import resources
+from kueri.arithmetic import dot, logs
 from kueri.errors import KueriError, SetupError
 from kueri.files import pack_strings, unpack_strings, write_bytes_atomic
 from kueri.parse.passages import PassageReader
@@ -79,9 +80,9 @@ class TfidfBlock:
         tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
         known = ids >= 0
         ids = ids[known]
-        weights = (1.0 + np.log(tf[known])) * self.idf[ids]
-        squares = float(weights @ weights)
-        return float(weights @ self.coef[ids]) / math.sqrt(squares) if squares > 0.0 else 0.0
+        weights = (1.0 + logs(tf[known])) * self.idf[ids]
+        squares = dot(weights, weights)
+        return dot(weights, self.coef[ids]) / math.sqrt(squares) if squares > 0.0 else 0.0
 
 
 class OfflineQualityModel:
@@ -104,7 +105,7 @@ class OfflineQualityModel:
         # The features enter as (x - mean) / scale * coef: fold that into one weight and one offset.
         weights = feature_coef / feature_scale
         self._feature_weights = weights.tolist()
-        self._offset = self.intercept - float(np.dot(weights, feature_mean))
+        self._offset = self.intercept - dot(weights, feature_mean)
 
     # -- files ---------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
+from kueri.arithmetic import row_dots, unit
 from kueri.errors import KueriError
 from kueri.lucene import LuceneIndex, PassageScorer
 from kueri.progress import progress as with_progress
@@ -168,10 +169,6 @@ def collect(
     return candidates
 
 
-def _unit(vector: np.ndarray) -> np.ndarray:
-    return vector / max(float(np.linalg.norm(vector)), 1e-12)
-
-
 def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[str], feedback: dict[str, list[str]],
                     topics: Sequence[Topic], text_of: dict[str, str], times: CandidateTimes | None = None,
                     whole_topic: Collection[str] = (),
@@ -197,8 +194,8 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
         for topic, title in zip(topics, minilm.queries([t.title for t in topics]), strict=True):
             passages = head(embedding_of, topic.number, minilm.dimension)
             top = np.stack([embedding_of[pid] for pid in feedback[topic.number]])
-            columns[topic.number]["dense_title"] = (passages @ title).tolist()
-            columns[topic.number]["dense_prf"] = (passages @ _unit(title + top.mean(axis=0))).tolist()
+            columns[topic.number]["dense_title"] = row_dots(passages, title).tolist()
+            columns[topic.number]["dense_prf"] = row_dots(passages, unit(title + top.mean(axis=0))).tolist()
         _field_columns(minilm, "dense", topics, whole_topic, columns, lambda qid: head(embedding_of, qid,
                                                                                       minilm.dimension))
         spent["minilm"] = spent.get("minilm", 0.0) + time.perf_counter() - start
@@ -207,7 +204,7 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
         e5 = encoders.e5
         embedding_of = embed(e5, pids)
         for topic, title in zip(topics, e5.queries([t.title for t in topics]), strict=True):
-            columns[topic.number]["e5_title"] = (head(embedding_of, topic.number, e5.dimension) @ title).tolist()
+            columns[topic.number]["e5_title"] = row_dots(head(embedding_of, topic.number, e5.dimension), title).tolist()
         _field_columns(e5, "e5", topics, whole_topic, columns, lambda qid: head(embedding_of, qid, e5.dimension))
         spent["e5"] = spent.get("e5", 0.0) + time.perf_counter() - start
     return columns
@@ -226,5 +223,5 @@ def _field_columns(encoder: TextEncoder, prefix: str, topics: Sequence[Topic], w
         embedded = dict(zip(present, encoder.queries([texts[i] for i in present]), strict=True)) if present else {}
         for i, topic in enumerate(topics):
             passages = passages_of(topic.number)
-            columns[topic.number][name] = ((passages @ embedded[i]).tolist() if i in embedded
+            columns[topic.number][name] = (row_dots(passages, embedded[i]).tolist() if i in embedded
                                            else [0.0] * len(passages))

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from kueri import resources
+from kueri.arithmetic import dot, row_dots
 from kueri.errors import SetupError
 from kueri.files import write_bytes_atomic
 from kueri.second_stage.features import FEATURES, NEURAL_FEATURES
@@ -63,14 +64,14 @@ class SecondStageModel:
         self.meta = dict(meta or {})
         # Fold the standardisation into the weights once: score = offset + x . weights.
         self._weights = self.coef / self.scale
-        self._offset = self.intercept - float(self._weights @ self.mean)
+        self._offset = self.intercept - dot(self._weights, self.mean)
 
     def score(self, features: np.ndarray) -> np.ndarray:
         """One score per feature row (``n`` x ``len(FEATURES)``: all features, the model picks its own)."""
         matrix = np.asarray(features, dtype=np.float64)
         if matrix.ndim != 2 or matrix.shape[1] != len(FEATURES):
             raise ValueError(f"expected an n x {len(FEATURES)} feature matrix, got shape {matrix.shape}")
-        return self._offset + matrix[:, self._columns] @ self._weights
+        return self._offset + row_dots(matrix[:, self._columns], self._weights)
 
     @property
     def encoders(self) -> frozenset[str]:

@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from kueri import resources
+from kueri.arithmetic import dot, exps, logs, row_dots
 from kueri.errors import KueriError, SetupError
 from kueri.files import pack_strings, unpack_strings, write_bytes_atomic
 from kueri.stance.features import (
@@ -99,8 +100,8 @@ class TfidfBlock:
         tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
         known = ids >= 0
         ids = ids[known]
-        weights = (1.0 + np.log(tf[known])) * self.idf[ids]
-        norm = math.sqrt(float(weights @ weights))
+        weights = (1.0 + logs(tf[known])) * self.idf[ids]
+        norm = math.sqrt(dot(weights, weights))
         return ids, (weights / norm if norm > 0.0 else weights)
 
 
@@ -125,12 +126,12 @@ class LinearSoftmax:
 
     def probabilities(self, terms: Sequence[str], dense: Sequence[float] = ()) -> np.ndarray:
         ids, weights = self.tfidf.transform(terms)
-        logits = self.intercept + self.coef[:, ids] @ weights
+        logits = self.intercept + row_dots(self.coef[:, ids], weights)
         if len(self.dense_mean):
             scaled = (np.asarray(dense, dtype=np.float64) - self.dense_mean) / self.dense_scale
-            logits = logits + self.coef[:, len(self.tfidf.vocabulary):] @ scaled
+            logits = logits + row_dots(self.coef[:, len(self.tfidf.vocabulary):], scaled)
         logits = logits - logits.max()
-        exp = np.exp(logits)
+        exp = exps(logits)
         return exp / exp.sum()
 
 
