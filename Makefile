@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 OUT    ?= out
 
-.PHONY: install demo test test-fast wheel image test-image lint wordnet clean
+.PHONY: install demo test test-fast wheel image test-image lint debian-packages clean
 
 install: $(VENV)/.installed
 
@@ -17,12 +17,16 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q --no-deps pyserini==0.25.0
 	touch $@
 
-# WordNet database files (Debian's wordnet-base) for the synonym option and its test.
-wordnet:
-	@if [ ! -f /usr/share/wordnet/data.noun ]; then \
+# Debian packages some tests need: WordNet's database (wordnet-base) for the synonym option, and qemu-user to run
+# the encoders on an emulated AVX2-only CPU (tests/test_reproducibility.py). Tests skip, saying why, without them.
+debian-packages:
+	@missing=; \
+	[ -f /usr/share/wordnet/data.noun ] || missing="$$missing wordnet-base"; \
+	command -v qemu-x86_64 >/dev/null || missing="$$missing qemu-user"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  ($$SUDO apt-get update -q && $$SUDO apt-get install -y -q wordnet-base) >/dev/null \
-	    || echo "warning: could not install wordnet-base; the WordNet test will be skipped"; \
+	  ($$SUDO apt-get update -q && $$SUDO apt-get install -y -q $$missing) >/dev/null \
+	    || echo "warning: could not install$$missing; the tests that need them will be skipped"; \
 	fi
 
 demo: install
@@ -32,7 +36,7 @@ demo: install
 # Everything: ruff, then every test (the slow ones build real indexes of the sample, run the default end to end,
 # install the wheel into a fresh venv, and build and run the TIRA image: scripts/with_docker.sh starts a Docker
 # engine for them where it can, and says why they are skipped where it cannot).
-test: install wordnet
+test: install debian-packages
 	$(BIN)/ruff check kueri scripts tests benchmarks
 	scripts/with_docker.sh $(BIN)/pytest -q -rs
 

@@ -18,6 +18,36 @@ SAMPLE_CORPUS = SAMPLE / "passages.jsonl.gz"
 SAMPLE_TOPICS = SAMPLE / "topics.xml"
 QRELS = resources.path("qrels", "touche-task2-2022-relevance.qrels")
 DATA = Path(__file__).resolve().parent / "data"
+#: The default run on the shipped sample (docs/reproducibility.md), made on an Intel Xeon with AVX-512 and AMX;
+#: every x86-64 CPU with AVX2 and FMA makes it byte for byte, and its nDCG@5 (official 2022 qrels) with it.
+DEFAULT_RUN = DATA / "default-run.txt.gz"
+DEFAULT_NDCG5 = 0.6242
+#: How far the default's nDCG@5 may move on a CPU without AVX2 and FMA, where onnxruntime's float kernels round
+#: differently: twice the largest change in 10 runs with every embedding moved by noise of sd 1e-5 per dimension,
+#: more than such a CPU moves them (scripts/kernel_noise.py, docs/reproducibility.md).
+NO_FMA_NDCG5_TOLERANCE = 0.0006
+#: The share of the reference run's top-5 passages a CPU without AVX2 and FMA must keep: all of them in those 10
+#: runs, less a margin.
+NO_FMA_TOP5_OVERLAP = 0.98
+
+
+def kernels_as_the_reference() -> bool:
+    """Whether this CPU has AVX2 and FMA: onnxruntime then computes the encoders bit for bit as where the
+    reference run was made."""
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        return False
+    return {"avx2", "fma"} <= set(flags.partition(":")[2].split())
+
+
+def check_default_ndcg5(value: float) -> None:
+    """The default's nDCG@5 on the sample: exactly the reference's where the kernels are the reference's, else
+    within the measured tolerance."""
+    if kernels_as_the_reference():
+        assert round(value, 4) == DEFAULT_NDCG5
+    else:
+        assert abs(value - DEFAULT_NDCG5) <= NO_FMA_NDCG5_TOLERANCE, (value, DEFAULT_NDCG5)
 
 
 #: Fixtures that stand for real indexes of the whole sample or whole runs: a test that uses one is an

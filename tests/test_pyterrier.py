@@ -14,7 +14,7 @@ pt = pytest.importorskip("pyterrier")
 
 from kueri import pyterrier as kp  # noqa: E402
 from kueri.errors import KueriError  # noqa: E402
-from tests.conftest import QRELS, ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS, run_command  # noqa: E402
+from tests.conftest import QRELS, ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS, check_default_ndcg5, run_command  # noqa: E402
 
 JAVA_RUNS = ROOT / "tests" / "data" / "original-java-runs"
 
@@ -132,7 +132,8 @@ def test_the_default_pipeline_is_the_clis_run(default_tira_run, topics, qrels, t
     kp.write_run(results, tmp_path / "run.txt", "kueri_default")
     assert (tmp_path / "run.txt").read_text() == (default_tira_run.out / "run.txt").read_text()
     table = pt.Experiment([default], topics, qrels, eval_metrics=["ndcg_cut_5"], names=["default"])
-    assert round(table.ndcg_cut_5[0], 4) == round(kueri_evaluate(tmp_path / "run.txt"), 4) == 0.6276
+    assert round(table.ndcg_cut_5[0], 4) == round(kueri_evaluate(tmp_path / "run.txt"), 4)
+    check_default_ndcg5(table.ndcg_cut_5[0])
 
 
 def test_a_users_transformer_in_an_experiment_with_a_baseline(index, topics, qrels):

