@@ -15,7 +15,14 @@ from typing import Any
 
 import kueri
 from kueri.config import CONFIGS, DEFAULT, RunConfig, get_config
-from kueri.environment import RELEVANT_CPU_FLAGS, cpu_info, distribution_version, has_module, kernel_path
+from kueri.environment import (
+    RELEVANT_CPU_FLAGS,
+    cpu_info,
+    distribution_version,
+    has_module,
+    kernel_path,
+    same_bits_as_reference,
+)
 from kueri.lucene import java_status, lucene_status
 from kueri.lucene.analyze import WORDNET_DATA_FILES, WORDNET_DIR, WORDNET_INSTALL_HINT
 
@@ -110,7 +117,7 @@ def report(workdir: str | Path | None = None) -> dict[str, Any]:
         "lucene": lucene,
         "onnxruntime": onnx,
         "cpu": {"model": model, "flags": [flag for flag in RELEVANT_CPU_FLAGS if flag in flags],
-                "kernel_path": kernel_path(flags)},
+                "kernel_path": kernel_path(flags), "same_bits_as_reference": same_bits_as_reference(flags)},
         "workdir": work,
         "wordnet": wordnet,
         "optional": optional,
@@ -154,6 +161,8 @@ def report_lines(data: dict[str, Any], every_config: bool = False) -> list[str]:
         f"lucene       {lucene_line}",
         f"onnxruntime  {onnx_line}",
         f"cpu          {cpu['model'] or '?'}; {' '.join(cpu['flags']) or 'no AVX'}; MLAS kernels: {cpu['kernel_path']}",
+        "runs         " + ("the same bits as the reference run (AVX2 and FMA)" if cpu["same_bits_as_reference"] else
+                           "may differ slightly from the reference run: no AVX2 and FMA (docs/reproducibility.md)"),
         f"work folder  {work['path']} ({_human(work['bytes'])}{state})",
         f"wordnet      {data['wordnet']['dir']}: {'present' if data['wordnet']['present'] else 'missing'} "
         "(only for --synonyms wordnet)",

@@ -5,10 +5,10 @@ Standard library only and nothing started, so any layer may import it (the secon
 kernels embedded its passages; :mod:`kueri.doctor`, for ``kueri env``).
 
 onnxruntime's CPU kernels come from MLAS, which picks one implementation per instruction set when it
-loads (``MlasPlatform`` in onnxruntime/core/mlas/lib/platform.cpp). The int8 matrix products of the
-second stage's encoders differ between them: AVX2's ``vpmaddubsw`` saturates pairs of products at 16
-bits, the VNNI and AMX instructions accumulate in 32 bits; so the same passages can embed a little
-differently on two machines. :func:`kernel_path` names the path a CPU gets.
+loads (``MlasPlatform`` in onnxruntime/core/mlas/lib/platform.cpp). :func:`kernel_path` names the path a
+CPU gets. The second stage's encoders use only operators whose float kernels give the same bits on
+every path with AVX2 and FMA (docs/reproducibility.md): :func:`same_bits_as_reference` says whether this
+CPU is one.
 """
 
 from __future__ import annotations
@@ -72,6 +72,12 @@ def kernel_path(flags: Iterable[str]) -> str:
     if "avx_vnni" in have:
         return "AVX-VNNI"
     return "AVX2"
+
+
+def same_bits_as_reference(flags: Iterable[str]) -> bool:
+    """Whether a CPU with these flags computes the encoders, and so the default run, bit for bit as the machine
+    that made the shipped reference run: any with AVX2 and FMA. Older ones round float products differently."""
+    return {"avx2", "fma"} <= set(flags)
 
 
 def has_module(name: str) -> bool:

