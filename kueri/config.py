@@ -8,7 +8,8 @@ no network).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from kueri.errors import KueriError
@@ -22,6 +23,8 @@ from kueri.lucene import (
     Similarity,
     stoplist_name,
 )
+from kueri.stages import Stage, compile_stages
+from kueri.stages import options as stage_options
 
 RUN_ID = "seupd2122-kueri"
 
@@ -30,9 +33,9 @@ RUN_ID = "seupd2122-kueri"
 class RunConfig:
     """Everything that decides a run: analysis, ranking, filter, feedback, fusion, rerank, tag.
 
-    The stages run in this order: retrieval (``fuse`` of other named configurations, else relevance
-    ``feedback``, else the title search), then the learned ``second_stage`` (which weighs argument
-    quality itself), then ``quality_rerank``, then ``stance`` labels.
+    :meth:`stages` compiles it into the stages a run applies, in the order :data:`kueri.stages.STAGES`
+    gives: retrieval (``fuse`` of other named configurations, else relevance ``feedback``, else the title
+    search), the learned ``second_stage``, ``quality_rerank``, ``stance`` labels.
     """
 
     name: str
@@ -51,6 +54,7 @@ class RunConfig:
     stance_depth: int | None = None  # label the stance of the top N hits of each topic (None: Q0, as the original)
     tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
     paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
+    options: tuple[tuple[str, Any], ...] = ()  # settings of stages registered outside kueri (name, value)
 
     def __post_init__(self) -> None:
         if self.filter_objects not in FILTER_MODES:
@@ -74,6 +78,14 @@ class RunConfig:
     def with_changes(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)
 
+    def option(self, name: str, default: Any = None) -> Any:
+        """The value of a setting kept in :attr:`options` (a stage registered outside kueri)."""
+        return dict(self.options).get(name, default)
+
+    def stages(self) -> list[Stage]:
+        """The stages this configuration asks for, in run order."""
+        return compile_stages(self)
+
     def with_overrides(self, overrides: Overrides) -> RunConfig:
         """This configuration with the parts ``overrides`` sets replaced (what a command's flags ask for)."""
         changes: dict[str, Any] = {}
@@ -83,41 +95,26 @@ class RunConfig:
         similarity = overrides.similarity_of(self.similarity)
         if similarity != self.similarity:
             changes["similarity"] = similarity
-        for name in ("fields", "filter_objects", "hits", "tag", "second_stage_depth"):
+        for name in ("fields", "filter_objects", "hits", "tag"):
             value = getattr(overrides, name)
             if value is not None:
                 changes[name] = value
-        # "none" (or 0 for the stance depth) switches a stage off
-        if overrides.quality_rerank is not None:
-            changes["quality_rerank"] = None if overrides.quality_rerank == "none" else overrides.quality_rerank
-        if overrides.second_stage is not None:
-            changes["second_stage"] = None if overrides.second_stage == "none" else overrides.second_stage
-        if overrides.stance_depth is not None:
-            changes["stance_depth"] = overrides.stance_depth or None
+        known, own, extra = stage_options(), {f.name for f in fields(self)}, dict(self.options)
+        for name, given in overrides.stages.items():
+            if name not in known:
+                raise KueriError(f"unknown stage setting {name!r}; known: {', '.join(known)}")
+            value = known[name].value(given)  # "none" (or 0 for the stance depth) switches a stage off
+            if name in own:
+                changes[name] = value
+            elif extra.get(name) != value:
+                extra[name] = value
+        if extra != dict(self.options):
+            changes["options"] = tuple(sorted(extra.items()))
         return replace(self, **changes) if changes else self
 
     def summary(self) -> str:
-        """What this configuration does, in one line: analysis, ranking, then every later stage."""
-        if self.fuse:
-            parts = [f"RRF (k={self.fuse_k:g}) of {', '.join(self.fuse)}"]
-        else:
-            parts = [self.analyzer.summary()]
-            if self.feedback:
-                parts.append(f"graded relevance feedback from {self.feedback.judgments}, BM25")
-            else:
-                parts.append(self.similarity.summary())
-                parts.append("fields " + " ".join(f"{name}={weight:g}" for name, weight in self.fields))
-                if self.filter_objects != "off":
-                    parts.append(f"objects filter ({self.filter_objects})")
-        parts.append(f"{self.hits} hits")
-        if self.second_stage:
-            depth = f" of the top {self.second_stage_depth}" if self.second_stage_depth else ""
-            parts.append(f"second stage {self.second_stage}{depth}")
-        if self.quality_rerank:
-            parts.append(f"quality rerank ({self.quality_rerank})")
-        if self.stance_depth:
-            parts.append(f"stance of the top {self.stance_depth}")
-        return "; ".join(parts)
+        """What this configuration does, in one line: each of its stages' summary, in run order."""
+        return "; ".join(stage.summary() for stage in self.stages())
 
 
 @dataclass(frozen=True)
@@ -125,8 +122,10 @@ class Overrides:
     """Parts of a configuration a user replaces (None: keep the configuration's).
 
     The CLI fills one from its flags; :meth:`RunConfig.with_overrides` applies it. ``stemmer`` and the
-    stage switches take ``"none"`` to turn a part off; ``analyzer_preset`` starts the analysis from the
-    original's ``baseline`` or ``main`` analyzer before the single options apply.
+    stages' settings (``stages``, by name: ``second_stage``, ``stance_depth``, ...; see
+    :func:`kueri.stages.options`) take their ``off`` value (``"none"``, 0) to turn a stage off;
+    ``analyzer_preset`` starts the analysis from the original's ``baseline`` or ``main`` analyzer
+    before the single options apply.
     """
 
     analyzer_preset: str | None = None  # baseline | main
@@ -144,10 +143,7 @@ class Overrides:
     filter_objects: str | None = None
     hits: int | None = None
     tag: str | None = None
-    quality_rerank: str | None = None  # a quality source, or "none"
-    second_stage: str | None = None  # a model, or "none"
-    second_stage_depth: int | None = None
-    stance_depth: int | None = None  # 0: no stance labels
+    stages: Mapping[str, Any] = field(default_factory=dict)  # stage settings by name (kueri.stages.options)
 
     def __post_init__(self) -> None:
         if self.analyzer_preset not in (None, "baseline", "main"):

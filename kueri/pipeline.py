@@ -1,8 +1,9 @@
 """pipeline: a :class:`RunConfig` + corpus + topics -> a validated run.
 
-The only place that knows the order of the stages. Indexes are cached in a work folder, keyed by
-the corpus (paths, sizes, modification times) and the analyzer (including the stoplist's words),
-so trying several rankings on one corpus indexes it once.
+:class:`Pipeline` applies a configuration's stages (:meth:`RunConfig.stages`, in the order
+:mod:`kueri.stages` registers them) and is their :class:`~kueri.stages.Context`. Indexes are cached in
+a work folder, keyed by the corpus (paths, sizes, modification times) and the analyzer (including the
+stoplist's words), so trying several rankings on one corpus indexes it once.
 """
 
 from __future__ import annotations
@@ -13,23 +14,23 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kueri.config import RunConfig, get_config
 from kueri.errors import BrokenCache, IncompatibleIndex, KueriError
 from kueri.files import file_lock, touch, writable_folder
-from kueri.fusion import ranked, reciprocal_rank_fusion
-from kueri.lucene import AnalyzerConfig, LuceneIndex, Searcher, build_index, feedback_run, read_stoplist
+from kueri.lucene import AnalyzerConfig, LuceneIndex, build_index, read_stoplist
 from kueri.lucene.index import FORMAT_VERSION, verify_files
 from kueri.parse import PassageReader
 from kueri.parse.passages import corpus_files
-from kueri.quality import rerank
-from kueri.quality.offline import quality_scores_for
 from kueri.records import NO_STANCE, STANCES, Run, Topic
+from kueri.stages import Texts
+from kueri.stages.retrieval import Search
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def corpus_fingerprint(corpus: str | Path) -> list[dict[str, object]]:
@@ -153,17 +154,14 @@ def open_cached_index(index_dir: Path, analyzer: AnalyzerConfig | None = None) -
 
 
 def search_run(index: LuceneIndex, config: RunConfig, topics: Iterable[Topic]) -> Run:
-    """The ranking stage of ``config`` over an open index."""
-    if index.analyzer_config != config.analyzer:
-        log.warning("index %s was built with %s, configuration %s asks for %s; searching with the index's",
-                    index.path, index.analyzer_config, config.name, config.analyzer)
-    searcher = Searcher(index, config.similarity)
-    return searcher.search_topics(topics, config.hits, config.fields, config.filter_objects)
+    """The title search of ``config`` over an open index (its feedback or fusion settings aside)."""
+    return Search(config.analyzer, config.similarity, config.fields, config.filter_objects, config.hits,
+                  config.name).search(index, topics)
 
 
 class Pipeline:
-    """Runs configurations over one corpus and topics, opening each index once and memoising runs
-    (so fused and reranked configurations reuse the runs they build on)."""
+    """Runs configurations over one corpus and topics: the context their stages share. Each index is opened
+    once, runs are memoised (fused configurations reuse the runs they build on), models are loaded once."""
 
     def __init__(
         self,
@@ -174,17 +172,20 @@ class Pipeline:
         skip_bad: bool = False,
         progress: bool = True,
         adapt: Callable[[RunConfig], RunConfig] | None = None,
+        indexes: dict[AnalyzerConfig, LuceneIndex] | None = None,
+        shared: dict[Hashable, Any] | None = None,
     ) -> None:
-        """``adapt`` rewrites every configuration run, nested ones too (e.g. another judgments file)."""
+        """``adapt`` rewrites every configuration run, nested ones too (e.g. another judgments file);
+        ``indexes`` and ``shared`` let several pipelines share open indexes and loaded models."""
         self.corpus = corpus
         self.adapt = adapt
         self.topics = topics
         self.workdir = writable_folder(workdir or default_workdir(), "work folder")  # checked before any work
         self.skip_bad = skip_bad
         self.progress = progress
-        self._indexes: dict[AnalyzerConfig, LuceneIndex] = {}
+        self._indexes: dict[AnalyzerConfig, LuceneIndex] = {} if indexes is None else indexes
+        self._shared: dict[Hashable, Any] = {} if shared is None else shared
         self._runs: dict[RunConfig, Run] = {}
-        self._stance_model: Any = None
 
     def index(self, analyzer: AnalyzerConfig) -> LuceneIndex:
         if analyzer not in self._indexes:
@@ -193,64 +194,45 @@ class Pipeline:
             )
         return self._indexes[analyzer]
 
-    def corpus_ids(self) -> list[str]:
-        """The corpus' passage ids, in corpus order (from an index, built if none is open yet)."""
+    def _any_index(self) -> LuceneIndex:
         if not self._indexes:
             self.index(AnalyzerConfig())
-        return next(iter(self._indexes.values())).ids
+        return next(iter(self._indexes.values()))
+
+    def corpus_ids(self) -> list[str]:
+        """The corpus' passage ids, in corpus order (from an index, built if none is open yet)."""
+        return self._any_index().ids
 
     def expanded_passages(self) -> int:
         """How many passages have a DocT5Query expansion (0: the docT5Query field is empty)."""
-        self.corpus_ids()
-        return int(next(iter(self._indexes.values())).manifest.get("expanded", 0))
+        return int(self._any_index().manifest.get("expanded", 0))
+
+    def texts(self, who: str) -> Texts:
+        """Passage texts by id for the stage ``who`` (named when a passage is missing): the stored text of any
+        open index (it does not depend on the analyzer)."""
+        index = self._any_index()
+        return lambda ids: index.contents_of(ids, who)
+
+    def shared(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, once per pipeline (models, encoders)."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+    def run_named(self, name: str) -> Run:
+        return self.run(get_config(name))
 
     def run(self, config: RunConfig) -> Run:
         """The run ``config`` describes (validated), computed once per configuration."""
         if self.adapt:
             config = self.adapt(config)
         if config not in self._runs:
-            run = self._retrieve(config)
-            if config.second_stage:
-                run = self._second_stage(run, config)
-            if config.quality_rerank:
-                ids = {hit.doc for hits in run.values() for hit in hits}
-                run = rerank(run, quality_scores_for(config.quality_rerank, self.corpus, ids, skip_bad=self.skip_bad))
-            if config.stance_depth:
-                run = self._label_stance(run, config.stance_depth)
+            run: Run = {}
+            for stage in config.stages():
+                run = stage.apply(run, self)
             validate_run(run, self.topics, config.hits)
             self._runs[config] = run
         return self._runs[config]
-
-    def _second_stage(self, run: Run, config: RunConfig) -> Run:
-        from kueri.second_stage import SecondStageModel, load_encoders, second_stage
-
-        model = SecondStageModel.load(config.second_stage)
-        # Embeddings are the costly part: kept in the work folder for the next run.
-        encoders = load_encoders(model.encoders, cache_dir=self.workdir, progress=self.progress)
-        # Texts and the extra queries come from the index the run was searched on (its analyzer).
-        index = self.index(config.analyzer)
-        return second_stage(run, self.topics, index, depth=config.second_stage_depth, model=model,
-                            progress=self.progress, encoders=encoders)
-
-    def _label_stance(self, run: Run, depth: int) -> Run:
-        from kueri.processes import resolve_workers
-        from kueri.stance import StanceModel, index_texts, label_run
-
-        if self._stance_model is None:
-            self._stance_model = StanceModel.load()
-        self.corpus_ids()  # any open index serves: the stored text does not depend on the analyzer
-        index = next(iter(self._indexes.values()))
-        return label_run(run, self.topics, index_texts(index), depth=depth, model=self._stance_model,
-                         progress=self.progress, workers=resolve_workers())
-
-    def _retrieve(self, config: RunConfig) -> Run:
-        if config.fuse:
-            inputs = [ranked(self.run(get_config(name))) for name in config.fuse]
-            return reciprocal_rank_fusion(inputs, k=config.fuse_k, depth=config.hits)
-        index = self.index(config.analyzer)
-        if config.feedback:
-            return feedback_run(index, config.feedback, [t.number for t in self.topics])
-        return search_run(index, config, self.topics)
 
     def close(self) -> None:
         for index in self._indexes.values():

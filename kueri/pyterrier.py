@@ -22,7 +22,7 @@ says what to do (see :func:`kueri.lucene.jvm.find_jar`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,12 +31,16 @@ from kueri.config import RunConfig, get_config
 from kueri.errors import KueriError, SetupError
 from kueri.files import writable_folder
 from kueri.fusion import DEFAULT_K, ranked, reciprocal_rank_fusion
-from kueri.lucene import AnalyzerConfig, LuceneIndex, feedback_run
+from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import read_topics
-from kueri.pipeline import cached_index, default_workdir, search_run
+from kueri.pipeline import Pipeline, cached_index, default_workdir
 from kueri.records import NO_STANCE, Hit, Run, Topic
 from kueri.runfile import read_qrels
 from kueri.runfile import write_run as write_run_file
+from kueri.stages import Stage
+from kueri.stages.quality import QualityRerank as QualityStage
+from kueri.stages.second_stage import SecondStage as SecondStageStage
+from kueri.stages.stance import Stance as StanceStage
 
 try:
     import pandas as pd
@@ -73,6 +77,7 @@ class Index:
     analyzer: AnalyzerConfig
     skip_bad: bool = False
     _open: dict[AnalyzerConfig, LuceneIndex] = field(default_factory=dict, repr=False)
+    _shared: dict[Hashable, Any] = field(default_factory=dict, repr=False)  # models and encoders, loaded once
 
     def lucene(self, analyzer: AnalyzerConfig | None = None) -> LuceneIndex:
         """The open Lucene index of ``analyzer`` (this handle's by default)."""
@@ -84,7 +89,13 @@ class Index:
 
     def with_analyzer(self, analyzer: AnalyzerConfig) -> Index:
         """The same corpus and work folder under another analysis (open indexes are shared)."""
-        return Index(self.corpus, self.workdir, analyzer, self.skip_bad, self._open)
+        return Index(self.corpus, self.workdir, analyzer, self.skip_bad, self._open, self._shared)
+
+    def context(self, topics: list[Topic]) -> Pipeline:
+        """The context kueri's stages run in over ``topics``, sharing this handle's indexes and models."""
+        self.lucene()  # its own index first: stages that take any index's texts take this one
+        return Pipeline(self.corpus, topics, self.workdir, skip_bad=self.skip_bad, progress=False,
+                        indexes=self._open, shared=self._shared)
 
 
 def index(corpus: str | Path, config: str = "default", workdir: str | Path | None = None,
@@ -165,120 +176,100 @@ def _outputs(input_columns: list[str], added: Sequence[str]) -> list[str]:
     return [*input_columns, *(c for c in added if c not in input_columns)]
 
 
-class _Stage(pt.Transformer):
-    """A kueri stage over a results frame: inspectable by PyTerrier without running it."""
+class StageTransformer(pt.Transformer):
+    """Any kueri stage (:mod:`kueri.stages`) over a results frame; inspectable by PyTerrier without running it."""
 
-    needs_objects = False
-    adds: tuple[str, ...] = ()
+    def __init__(self, stage: Stage, index: Index) -> None:
+        self.stage, self.index = stage, index
+
+    @property
+    def who(self) -> str:
+        return type(self).__name__ if type(self) is not StageTransformer else f"kueri stage {self.stage.name}"
 
     @property
     def transform_inputs(self) -> list[list[str]]:
-        return [["qid", "query", *(["first", "second"] if self.needs_objects else []), "docno", "score", "rank"]]
+        objects = ["first", "second"] if self.stage.needs_objects else []
+        return [["qid", "query", *objects, "docno", "score", "rank"]]
 
     def transform_outputs(self, input_columns: list[str]) -> list[str]:
-        return _outputs(input_columns, self.adds)
+        return _outputs(input_columns, self.stage.adds)
+
+    def transform(self, results: pd.DataFrame) -> pd.DataFrame:
+        records = topic_records(results, self.who, objects=self.stage.needs_objects)
+        run = self.stage.apply(run_of(results), self.index.context(records))
+        return frame_of(run, results, stance="stance" in self.stage.adds or "stance" in results.columns)
+
+    def __repr__(self) -> str:
+        return f"kueri.StageTransformer({self.stage!r})"
 
 
-class Retriever(pt.Transformer):
-    """Topics -> results of one Table 1 search or feedback configuration (``row-15``: kueristopv2 + Porter, BM25).
+class FirstStage(StageTransformer):
+    """Topics -> results: a configuration's first stage (its search, feedback or fusion)."""
 
-    Its index is the handle's corpus and work folder under the configuration's analysis; ``hits`` per topic.
-    """
-
-    def __init__(self, index: Index, config: str | RunConfig = "row-15", hits: int = 1000) -> None:
-        self.index = index
-        self.config = (get_config(config) if isinstance(config, str) else config).with_changes(hits=hits)
-        if self.config.fuse or self.config.second_stage or self.config.quality_rerank or self.config.stance_depth:
-            raise KueriError(f"Retriever runs a search or feedback configuration; {self.config.name} has more "
-                             f"stages: use kueri.pyterrier.pipeline({self.config.name!r}, corpus)")
+    who = property(lambda self: f"Retriever({self.stage.name})")
 
     @property
     def transform_inputs(self) -> list[list[str]]:
-        objects = ["first", "second"] if self.config.filter_objects != "off" else []
-        return [["qid", "query", *objects]]
+        return [["qid", "query", *(["first", "second"] if self.stage.needs_objects else [])]]
 
     def transform_outputs(self, input_columns: list[str]) -> list[str]:
         return _outputs(input_columns, RESULT_COLUMNS)
 
     def transform(self, topics: pd.DataFrame) -> pd.DataFrame:
-        records = topic_records(topics, f"Retriever({self.config.name})", self.config.filter_objects != "off")
-        lucene = self.index.lucene(self.config.analyzer)
-        if self.config.feedback:
-            run = feedback_run(lucene, self.config.feedback, [t.number for t in records])
-        else:
-            run = search_run(lucene, self.config, records)
-        return frame_of(run, topics)
+        records = topic_records(topics, self.who, self.stage.needs_objects)
+        run = self.stage.apply({}, self.index.context(records))
+        return frame_of(run, topics.drop(columns=[c for c in ("docno", "score", "rank") if c in topics.columns]))
+
+
+class Retriever(FirstStage):
+    """Topics -> results of one search, feedback or fusion configuration (``row-15``: kueristopv2 + Porter, BM25).
+
+    Its index is the handle's corpus and work folder under the configuration's analysis; ``hits`` per topic.
+    """
+
+    def __init__(self, index: Index, config: str | RunConfig = "row-15", hits: int = 1000) -> None:
+        self.config = (get_config(config) if isinstance(config, str) else config).with_changes(hits=hits)
+        first, *later = self.config.stages()
+        if later:
+            raise KueriError(f"Retriever runs a search, feedback or fusion configuration; {self.config.name} has more "
+                             f"stages: use kueri.pyterrier.pipeline({self.config.name!r}, corpus)")
+        super().__init__(first, index.with_analyzer(self.config.analyzer))
+
+    who = property(lambda self: f"Retriever({self.config.name})")
 
     def __repr__(self) -> str:
         return f"kueri.Retriever({self.config.name!r}, hits={self.config.hits})"
 
 
-class SecondStage(_Stage):
+class SecondStage(StageTransformer):
     """The learned second stage: reranks the top ``depth`` hits of each topic (title, objects, quality, neural);
     ``depth`` None: the depth the model was trained at."""
 
-    needs_objects = True
-
     def __init__(self, index: Index, model: str = "second-stage-v2", depth: int | None = 100) -> None:
-        from kueri.second_stage import SecondStageModel, load_encoders
-
-        self.index, self.model_name, self.depth = index, model, depth
-        self.model = SecondStageModel.load(model)
-        self.encoders = load_encoders(self.model.encoders, cache_dir=index.workdir)  # embeddings kept there
-
-    def transform(self, results: pd.DataFrame) -> pd.DataFrame:
-        from kueri.second_stage import second_stage
-
-        records = topic_records(results, "SecondStage", objects=True)
-        run = second_stage(run_of(results), records, self.index.lucene(), depth=self.depth, model=self.model,
-                           encoders=self.encoders)
-        return frame_of(run, results, stance="stance" in results.columns)
+        super().__init__(SecondStageStage(model, depth, index.analyzer), index)
 
     def __repr__(self) -> str:
-        return f"kueri.SecondStage({self.model_name!r}, depth={self.depth})"
+        return f"kueri.SecondStage({self.stage.model!r}, depth={self.stage.depth})"
 
 
-class QualityRerank(_Stage):
+class QualityRerank(StageTransformer):
     """Scores times argument quality: ``offline`` (the shipped model), ``debater-2022``, or a score file."""
 
     def __init__(self, index: Index, source: str = "offline") -> None:
-        self.index, self.source = index, source
-
-    def transform(self, results: pd.DataFrame) -> pd.DataFrame:
-        from kueri.quality import rerank
-        from kueri.quality.offline import quality_scores_for
-
-        run = run_of(results)
-        ids = {hit.doc for hits in run.values() for hit in hits}
-        scores = quality_scores_for(self.source, self.index.corpus, ids, skip_bad=self.index.skip_bad)
-        return frame_of(rerank(run, scores), results, stance="stance" in results.columns)
+        super().__init__(QualityStage(source), index)
 
     def __repr__(self) -> str:
-        return f"kueri.QualityRerank({self.source!r})"
+        return f"kueri.QualityRerank({self.stage.source!r})"
 
 
-class Stance(_Stage):
+class Stance(StageTransformer):
     """Adds a ``stance`` column: FIRST / SECOND / NEUTRAL / NO for the top ``depth`` hits (None: all), else Q0."""
 
-    needs_objects = True
-    adds = ("stance",)
-
     def __init__(self, index: Index, depth: int | None = None) -> None:
-        from kueri.stance import StanceModel
-
-        self.index, self.depth = index, depth
-        self.model = StanceModel.load()
-
-    def transform(self, results: pd.DataFrame) -> pd.DataFrame:
-        from kueri.stance import index_texts, label_run
-
-        records = topic_records(results, "Stance", objects=True)
-        run = label_run(run_of(results), records, index_texts(self.index.lucene()), depth=self.depth,
-                        model=self.model)
-        return frame_of(run, results, stance=True)
+        super().__init__(StanceStage(depth), index)
 
     def __repr__(self) -> str:
-        return f"kueri.Stance(depth={self.depth})"
+        return f"kueri.Stance(depth={self.stage.depth})"
 
 
 class RRF(pt.Transformer):
@@ -316,17 +307,10 @@ def pipeline(name: str, corpus: str | Path, workdir: str | Path | None = None) -
 
 
 def _pipeline_of(config: RunConfig, handle: Index) -> pt.Transformer:
+    """The configuration's stages, each in a transformer: its first stage the retriever, then ``>>`` the rest."""
     own = handle.with_analyzer(config.analyzer)
-    if config.fuse:
-        head: pt.Transformer = RRF(*(_pipeline_of(get_config(n), handle) for n in config.fuse), k=config.fuse_k,
-                                   depth=config.hits)
-    else:
-        head = Retriever(own, config.with_changes(second_stage=None, quality_rerank=None, stance_depth=None),
-                         hits=config.hits)
-    if config.second_stage:
-        head = head >> SecondStage(own, model=config.second_stage, depth=config.second_stage_depth)
-    if config.quality_rerank:
-        head = head >> QualityRerank(own, config.quality_rerank)
-    if config.stance_depth:
-        head = head >> Stance(own, depth=config.stance_depth)
+    first, *later = config.stages()
+    head: pt.Transformer = FirstStage(first, own)
+    for stage in later:
+        head = head >> StageTransformer(stage, own)
     return head

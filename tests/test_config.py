@@ -47,11 +47,11 @@ def test_similarity_and_ranking_overrides():
 
 
 def test_none_switches_a_stage_off():
-    config = get_config("default").with_overrides(Overrides(second_stage="none", stance_depth=0))
+    config = get_config("default").with_overrides(Overrides(stages={"second_stage": "none", "stance_depth": 0}))
     assert config.second_stage is None and config.stance_depth is None
-    reranked = get_config("row-15").with_overrides(Overrides(quality_rerank="offline"))
+    reranked = get_config("row-15").with_overrides(Overrides(stages={"quality_rerank": "offline"}))
     assert reranked.quality_rerank == "offline" and "quality rerank (offline)" in reranked.summary()
-    assert get_config("row-20").with_overrides(Overrides(quality_rerank="none")).quality_rerank is None
+    assert get_config("row-20").with_overrides(Overrides(stages={"quality_rerank": "none"})).quality_rerank is None
 
 
 def test_bad_overrides_are_clear_errors():
@@ -68,14 +68,14 @@ def test_flags_become_overrides():
                   "500", "--stemmer", "none", "--fields", "contents=2", "docT5Query=1", "--quality", "none",
                   "--stance-depth", "0")
     assert overrides_from(args) == Overrides(stemmer="none", similarity="lmd", mu=500.0,
-                                             fields=(("contents", 2.0), ("docT5Query", 1.0)), quality_rerank="none",
-                                             stance_depth=0)
+                                             fields=(("contents", 2.0), ("docT5Query", 1.0)),
+                                             stages={"quality_rerank": "none", "stance_depth": 0})
     assert overrides_from(parsed("index", "--corpus", "c", "--index", "i")) == Overrides()
 
 
 def test_flags_a_command_lacks_are_not_overrides():
     tira = parsed("tira", "-i", "in", "-o", "out", "--second-stage", "second-stage-v1")
-    assert overrides_from(tira) == Overrides(second_stage="second-stage-v1")
+    assert overrides_from(tira) == Overrides(stages={"second_stage": "second-stage-v1"})
 
 
 def test_output_flags_stand_before_or_after_the_command():

@@ -14,7 +14,7 @@ LAYERS = {
              "kueri.resources", "kueri.parse", "kueri.environment"},
     "lucene": {"kueri.lucene"},
     "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance"},
-    "pipeline": {"kueri.config", "kueri.pipeline", "kueri.workfolder", "kueri.doctor"},
+    "pipeline": {"kueri.stages", "kueri.config", "kueri.pipeline", "kueri.workfolder", "kueri.doctor"},
     "face": {"kueri.cli", "kueri.__main__", "kueri.pyterrier"},
 }
 ORDER = list(LAYERS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from kueri import stages
 from kueri.config import Overrides, RunConfig, get_config
 from kueri.errors import KueriError
 
@@ -51,16 +52,8 @@ def add_ranking_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_stage_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("later stages (replace the configuration's)")
-    group.add_argument("--quality", dest="quality_rerank", metavar="SOURCE",
-                       help="rerank by argument quality from: offline, debater-2022, a 'passage_id<TAB>score' file, "
-                       "or none")
-    group.add_argument("--stance-depth", type=int, metavar="N", help="label the stance of the top N hits per topic "
-                       "(0: none)")
-    group.add_argument("--second-stage", metavar="MODEL",
-                       help="learned reranker of the top hits: second-stage-v2, second-stage-v1, "
-                       "second-stage-lexical-v1, a model file, or none")
-    group.add_argument("--second-stage-depth", type=int, metavar="N", help="hits per topic the second stage reranks")
+    """The settings of every registered stage (:data:`kueri.stages.STAGES`), in run order."""
+    stages.add_flags(parser)
 
 
 def parse_field(text: str) -> tuple[str, float]:
@@ -79,9 +72,9 @@ def overrides_from(args: argparse.Namespace) -> Overrides:
         analyzer_preset=given.get("analyzer"),
         **{name: given.get(name) for name in (
             "stoplist", "tokenizer", "stemmer", "possessive", "repeated_chars", "synonyms", "similarity", "k1", "b",
-            "mu", "filter_objects", "hits", "tag", "quality_rerank", "second_stage", "second_stage_depth",
-            "stance_depth")},
+            "mu", "filter_objects", "hits", "tag")},
         fields=tuple(fields) if fields else None,
+        stages={name: given[name] for name in stages.options() if given.get(name) is not None},
     )
 
 

@@ -1,0 +1,39 @@
+"""Quality reranking: run score times argument quality (the original's ``ArgumentQualityReranker``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kueri.records import Run
+from kueri.stages.base import Context, Option, StageKind
+
+
+@dataclass(frozen=True)
+class QualityRerank:
+    """Scores times the quality from ``source``: ``offline`` (the shipped model), ``debater-2022``, a file."""
+
+    source: str
+    name = "quality"
+    needs_objects = False
+    adds = ()
+
+    def summary(self) -> str:
+        return f"quality rerank ({self.source})"
+
+    def apply(self, run: Run, context: Context) -> Run:
+        from kueri.quality import rerank
+        from kueri.quality.offline import quality_scores_for
+
+        ids = {hit.doc for hits in run.values() for hit in hits}
+        return rerank(run, quality_scores_for(self.source, context.corpus, ids, skip_bad=context.skip_bad))
+
+
+def build(config: Any) -> QualityRerank | None:
+    return QualityRerank(config.quality_rerank) if config.quality_rerank else None
+
+
+KIND = StageKind("quality", build, options=(
+    Option("quality_rerank", "--quality", "rerank by argument quality from: offline, debater-2022, a "
+           "'passage_id<TAB>score' file, or none", metavar="SOURCE", off="none"),
+), summary="score times argument quality")

@@ -1,0 +1,50 @@
+"""The learned second stage: reranks the top hits by lexical, quality and neural features
+(:mod:`kueri.second_stage`). Its embeddings are cached in the work folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kueri.lucene import AnalyzerConfig
+from kueri.records import Run
+from kueri.stages.base import Context, Option, StageKind
+
+
+@dataclass(frozen=True)
+class SecondStage:
+    """``model`` (a shipped name or a file) over the top ``depth`` hits (None: the depth it was trained at);
+    texts and extra queries come from the index of ``analyzer`` (the one the run was searched on)."""
+
+    model: str
+    depth: int | None
+    analyzer: AnalyzerConfig
+    name = "second-stage"
+    needs_objects = True
+    adds = ()
+
+    def summary(self) -> str:
+        depth = f" of the top {self.depth}" if self.depth else ""
+        return f"second stage {self.model}{depth}"
+
+    def apply(self, run: Run, context: Context) -> Run:
+        from kueri.second_stage import SecondStageModel, load_encoders, second_stage
+
+        model = SecondStageModel.load(self.model)
+        needed = tuple(sorted(model.encoders))
+        encoders = context.shared(("encoders", needed), lambda: load_encoders(needed, cache_dir=context.workdir,
+                                                                              progress=context.progress))
+        return second_stage(run, context.topics, context.index(self.analyzer), depth=self.depth, model=model,
+                            progress=context.progress, encoders=encoders)
+
+
+def build(config: Any) -> SecondStage | None:
+    return SecondStage(config.second_stage, config.second_stage_depth, config.analyzer) if config.second_stage else None
+
+
+KIND = StageKind("second-stage", build, options=(
+    Option("second_stage", "--second-stage", "learned reranker of the top hits: second-stage-v2, second-stage-v1, "
+           "second-stage-lexical-v1, a model file, or none", metavar="MODEL", off="none"),
+    Option("second_stage_depth", "--second-stage-depth", "hits per topic the second stage reranks", type=int,
+           metavar="N"),
+), summary="the learned reranker of the top hits")

@@ -1,0 +1,40 @@
+"""Stance labels: FIRST / SECOND / NEUTRAL / NO for the top hits of each topic (:mod:`kueri.stance`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kueri.records import Run
+from kueri.stages.base import Context, Option, StageKind
+
+
+@dataclass(frozen=True)
+class Stance:
+    """Labels the top ``depth`` hits of each topic (None: every hit); the others keep Q0."""
+
+    depth: int | None
+    name = "stance"
+    needs_objects = True
+    adds = ("stance",)
+
+    def summary(self) -> str:
+        return f"stance of the top {self.depth}" if self.depth else "stance of every hit"
+
+    def apply(self, run: Run, context: Context) -> Run:
+        from kueri.processes import resolve_workers
+        from kueri.stance import StanceModel, label_run
+
+        model = context.shared("stance-model", StanceModel.load)
+        return label_run(run, context.topics, context.texts("stance"), depth=self.depth, model=model,
+                         progress=context.progress, workers=resolve_workers())
+
+
+def build(config: Any) -> Stance | None:
+    return Stance(config.stance_depth) if config.stance_depth else None
+
+
+KIND = StageKind("stance", build, options=(
+    Option("stance_depth", "--stance-depth", "label the stance of the top N hits per topic (0: none)", type=int,
+           metavar="N", off=0),
+), summary="stance labels of the top hits")

@@ -1,0 +1,96 @@
+"""The stage abstraction: one order of stages, and a stage added in one place (the walk-through of
+docs/architecture.md) reaches the pipeline, the command line and PyTerrier without touching them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kueri import stages
+from kueri.cli import build_parser
+from kueri.cli.flags import config_from
+from kueri.config import CONFIGS, get_config
+from kueri.pipeline import Pipeline
+from kueri.records import Hit, Run
+from kueri.stages import Context, Option, StageKind
+from tests.conftest import SAMPLE_CORPUS, SAMPLE_TOPICS
+
+
+@dataclass(frozen=True)
+class Reverse:
+    """Turns each topic's hits upside down (scored 1/rank, so scores still never increase)."""
+
+    name = "reverse"
+    needs_objects = False
+    adds = ()
+
+    def summary(self) -> str:
+        return "reversed"
+
+    def apply(self, run: Run, context: Context) -> Run:
+        return {qid: [Hit(hit.doc, 1.0 / rank, hit.stance) for rank, hit in enumerate(reversed(hits), start=1)]
+                for qid, hits in run.items()}
+
+
+def reverse_stage(config: Any) -> Reverse | None:
+    return Reverse() if config.option("reverse") else None
+
+
+REVERSE = StageKind("reverse", reverse_stage, options=(
+    Option("reverse", "--reverse", "turn every topic's hits upside down", action="store_true"),), summary="reversed")
+
+
+@pytest.fixture
+def reverse():
+    stages.register(REVERSE, before="stance")
+    yield REVERSE
+    stages.unregister("reverse")
+
+
+def test_the_stage_order_is_written_once():
+    assert [kind.name for kind in stages.STAGES] == ["retrieval", "second-stage", "quality", "stance"]
+    assert [s.name for s in get_config("default").stages()] == ["search", "second-stage", "stance"]
+    assert [s.name for s in get_config("row-20").stages()] == ["search", "quality"]
+    assert [s.name for s in get_config("row-23").stages()] == ["fuse"]
+    assert [s.name for s in get_config("row-16").stages()] == ["feedback"]
+    for config in CONFIGS.values():  # the summary is its stages' summaries
+        assert config.summary() == "; ".join(s.summary() for s in config.stages())
+
+
+def test_a_registered_stage_reaches_config_flags_and_summary(reverse):
+    assert [kind.name for kind in stages.STAGES] == ["retrieval", "second-stage", "quality", "reverse", "stance"]
+    args = build_parser().parse_args(["run", "--corpus", "c", "--topics", "t", "--output", "o", "--config",
+                                      "row-15", "--reverse"])
+    config = config_from(args)
+    assert config.option("reverse") is True
+    assert [s.name for s in config.stages()] == ["search", "reverse"]
+    assert config.summary().endswith("; reversed")
+    plain = build_parser().parse_args(["run", "--corpus", "c", "--topics", "t", "--output", "o", "--config", "row-15"])
+    assert config_from(plain) is get_config("row-15")
+
+
+@pytest.mark.slow
+def test_a_registered_stage_runs_in_the_pipeline(reverse, workdir):
+    from kueri.parse import read_topics
+
+    topics = read_topics(SAMPLE_TOPICS)
+    with Pipeline(SAMPLE_CORPUS, topics, workdir, progress=False) as pipeline:
+        plain = pipeline.run(get_config("row-15"))
+        reversed_run = pipeline.run(get_config("row-15").with_changes(options=(("reverse", True),)))
+    assert list(reversed_run) == list(plain)
+    for qid, hits in plain.items():
+        assert [h.doc for h in reversed_run[qid]] == [h.doc for h in reversed(hits)]
+
+
+@pytest.mark.slow
+def test_a_registered_stage_runs_in_pyterrier(reverse, workdir):
+    kp = pytest.importorskip("kueri.pyterrier")
+    topics = kp.topics(SAMPLE_TOPICS).head(3)
+    config = get_config("row-15").with_changes(options=(("reverse", True),))
+    index = kp.index(SAMPLE_CORPUS, "row-15", workdir)
+    results = kp._pipeline_of(config, index)(topics)
+    plain = kp.Retriever(index, "row-15")(topics)
+    for qid in topics.qid:
+        assert list(results[results.qid == qid].docno) == list(plain[plain.qid == qid].docno)[::-1]
