@@ -12,6 +12,7 @@ from kueri.stages.base import (
     Context,
     Option,
     Stage,
+    StageDefaults,
     StageKind,
     Texts,
     add_flags,
@@ -25,5 +26,5 @@ from kueri.stages.base import (
 for _kind in (retrieval.KIND, second_stage.KIND, quality.KIND, stance.KIND):
     register(_kind)
 
-__all__ = ["STAGES", "Context", "Option", "Stage", "StageKind", "Texts", "add_flags", "compile_stages", "options",
-           "register", "unregister"]
+__all__ = ["STAGES", "Context", "Option", "Stage", "StageDefaults", "StageKind", "Texts", "add_flags",
+           "compile_stages", "options", "register", "unregister"]

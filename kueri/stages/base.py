@@ -57,6 +57,13 @@ class Stage(Protocol):
     def apply(self, run: Run, context: Context) -> Run: ...
 
 
+class StageDefaults:
+    """What most stages are (a stage class may inherit it): it reads no topic objects, adds no result column."""
+
+    needs_objects: bool = False
+    adds: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting of a stage: the configuration field it sets (or an entry of ``RunConfig.options`` for a

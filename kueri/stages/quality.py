@@ -6,17 +6,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kueri.records import Run
-from kueri.stages.base import Context, Option, StageKind
+from kueri.stages.base import Context, Option, StageDefaults, StageKind
 
 
 @dataclass(frozen=True)
-class QualityRerank:
+class QualityRerank(StageDefaults):
     """Scores times the quality from ``source``: ``offline`` (the shipped model), ``debater-2022``, a file."""
 
     source: str
     name = "quality"
-    needs_objects = False
-    adds = ()
 
     def summary(self) -> str:
         return f"quality rerank ({self.source})"

@@ -11,13 +11,13 @@ from typing import Any
 from kueri.fusion import ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, FeedbackConfig, LuceneIndex, Searcher, Similarity, feedback_run
 from kueri.records import Run, Topic
-from kueri.stages.base import Context, StageKind
+from kueri.stages.base import Context, StageDefaults, StageKind
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Search:
+class Search(StageDefaults):
     """Title queries (with the objects filter, when on) over the index of ``analyzer``."""
 
     analyzer: AnalyzerConfig
@@ -27,7 +27,6 @@ class Search:
     hits: int
     config_name: str = ""
     name = "search"
-    adds = ()
 
     @property
     def needs_objects(self) -> bool:
@@ -52,15 +51,13 @@ class Search:
 
 
 @dataclass(frozen=True)
-class Feedback:
+class Feedback(StageDefaults):
     """The original's graded relevance feedback from judgments, BM25 (Table 1 rows 16-17: manual runs)."""
 
     analyzer: AnalyzerConfig
     feedback: FeedbackConfig
     hits: int
     name = "feedback"
-    needs_objects = False
-    adds = ()
 
     def summary(self) -> str:
         return "; ".join([self.analyzer.summary(), f"graded relevance feedback from {self.feedback.judgments}, BM25",
@@ -71,7 +68,7 @@ class Feedback:
 
 
 @dataclass(frozen=True)
-class Fuse:
+class Fuse(StageDefaults):
     """Reciprocal rank fusion of other named configurations' runs (Table 1 row 23)."""
 
     names: tuple[str, ...]
@@ -79,8 +76,6 @@ class Fuse:
     hits: int
     tie_order: str = "java"
     name = "fuse"
-    needs_objects = False
-    adds = ()
 
     def summary(self) -> str:
         return f"RRF (k={self.k:g}) of {', '.join(self.names)}; {self.hits} hits"

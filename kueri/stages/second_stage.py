@@ -8,11 +8,11 @@ from typing import Any
 
 from kueri.lucene import AnalyzerConfig
 from kueri.records import Run
-from kueri.stages.base import Context, Option, StageKind
+from kueri.stages.base import Context, Option, StageDefaults, StageKind
 
 
 @dataclass(frozen=True)
-class SecondStage:
+class SecondStage(StageDefaults):
     """``model`` (a shipped name or a file) over the top ``depth`` hits (None: the depth it was trained at);
     texts and extra queries come from the index of ``analyzer`` (the one the run was searched on)."""
 
@@ -21,7 +21,6 @@ class SecondStage:
     analyzer: AnalyzerConfig
     name = "second-stage"
     needs_objects = True
-    adds = ()
 
     def summary(self) -> str:
         depth = f" of the top {self.depth}" if self.depth else ""

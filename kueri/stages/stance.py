@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kueri.records import Run
-from kueri.stages.base import Context, Option, StageKind
+from kueri.stages.base import Context, Option, StageDefaults, StageKind
 
 
 @dataclass(frozen=True)
-class Stance:
+class Stance(StageDefaults):
     """Labels the top ``depth`` hits of each topic (None: every hit); the others keep Q0."""
 
     depth: int | None
