@@ -38,7 +38,8 @@ from kueri.quality.features import (  # noqa: E402
     text_features,
     word_tokens,
 )
-from kueri.quality.offline import DEFAULT_MODEL, MODEL_FORMAT, OfflineQualityModel, TfidfBlock, spearman  # noqa: E402
+from kueri.quality.offline import DEFAULT_MODEL, MODEL_FORMAT, OfflineQualityModel, spearman  # noqa: E402
+from kueri.tfidf import TfidfBlock  # noqa: E402
 
 CORPUS = resources.sample() / "passages.jsonl.gz"
 TARGETS = resources.path("quality") / "debater-quality-scores.tsv"

@@ -62,8 +62,8 @@ from kueri.stance.model import (  # noqa: E402
     SENTENCE_LABELS,
     LinearSoftmax,
     StanceModel,
-    TfidfBlock,
 )
+from kueri.tfidf import TfidfBlock  # noqa: E402
 
 TRAINING = resources.path("training")
 COMPSENT = TRAINING / "compsent19-train.csv"

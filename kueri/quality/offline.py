@@ -20,69 +20,30 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
-import json
-import math
 import tempfile
 import time
-import zipfile
-from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import repeat
 from pathlib import Path
 
 import numpy as np
 
 from kueri import resources
-from kueri.arithmetic import dot, logs
+from kueri.arithmetic import dot
 from kueri.errors import KueriError, SetupError
-from kueri.files import pack_strings, unpack_strings, write_bytes_atomic
 from kueri.parse.passages import PassageReader
 from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress_bar
 from kueri.quality.features import CHAR_NGRAM_RANGE, TEXT_FEATURES, char_ngrams, model_text, text_features, word_tokens
 from kueri.quality.rerank import as_java_float, read_quality_scores
 from kueri.runfile import format_score, write_lines_atomic
+from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
 DEFAULT_MODEL = resources.path("models", "quality-ridge-v1.npz")
 MODEL_FORMAT = 1
 #: Scores are clipped to Debater's range, so a reranked score never grows (the reranker assumes <= 1).
 SCORE_RANGE = (0.0, 1.0)
 _CHUNK = 500  # passages per task when scoring in several processes
-
-
-
-
-
-
-@dataclass(frozen=True)
-class TfidfBlock:
-    """One TF-IDF block: vocabulary, idf and ridge coefficient of each term."""
-
-    vocabulary: list[str]
-    idf: np.ndarray
-    coef: np.ndarray
-
-    def __post_init__(self) -> None:
-        if not len(self.vocabulary) == len(self.idf) == len(self.coef):
-            raise ValueError("vocabulary, idf and coef differ in length")
-        object.__setattr__(self, "_index", {term: i for i, term in enumerate(self.vocabulary)})
-
-    def dot(self, terms: list[str]) -> float:
-        """coef . tfidf(terms) with scikit-learn's sublinear tf and l2 norm (unknown terms dropped).
-
-        Counting and the vocabulary look-up run in C (Counter, map); the arithmetic in numpy.
-        """
-        counts = Counter(terms)
-        index: dict[str, int] = self._index  # type: ignore[attr-defined]
-        ids = np.fromiter(map(index.get, counts.keys(), repeat(-1)), dtype=np.int64, count=len(counts))
-        tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
-        known = ids >= 0
-        ids = ids[known]
-        weights = (1.0 + logs(tf[known])) * self.idf[ids]
-        squares = dot(weights, weights)
-        return dot(weights, self.coef[ids]) / math.sqrt(squares) if squares > 0.0 else 0.0
 
 
 class OfflineQualityModel:
@@ -111,44 +72,19 @@ class OfflineQualityModel:
 
     @classmethod
     def load(cls, path: str | Path = DEFAULT_MODEL) -> OfflineQualityModel:
-        path = Path(path)
-        if not path.is_file():
-            raise SetupError(f"quality model {path} not found (the repository ships kueri/resources/models/"
-                             f"{DEFAULT_MODEL.name}; scripts/train_quality.py rebuilds it)")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {name: data[name] for name in data.files}
-            meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
-            blocks = {
-                name: TfidfBlock(unpack_strings(arrays[f"{name}_vocab"], arrays[f"{name}_offsets"]),
-                                 arrays[f"{name}_idf"], arrays[f"{name}_coef"])
-                for name in ("char", "word")
-            }
-            return cls(meta, blocks["char"], blocks["word"], arrays["feature_mean"], arrays["feature_scale"],
-                       arrays["feature_coef"], float(arrays["intercept"].reshape(-1)[0]))
-        except (KeyError, ValueError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
-            raise SetupError(f"quality model {path} is unreadable ({exc}): rebuild it with "
-                             "scripts/train_quality.py") from None
+        return load_model_file(path, "quality model", "scripts/train_quality.py", lambda meta, arrays: cls(
+            meta, read_block(arrays, "char", with_coef=True), read_block(arrays, "word", with_coef=True),
+            arrays["feature_mean"], arrays["feature_scale"], arrays["feature_coef"],
+            float(arrays["intercept"].reshape(-1)[0])))
 
     def save(self, path: str | Path) -> None:
         """Write the model as an ``.npz`` whose bytes depend only on its contents (no timestamps)."""
         arrays: dict[str, np.ndarray] = {
-            "meta": np.frombuffer(json.dumps(self.meta, sort_keys=True).encode("utf-8"), dtype=np.uint8),
             "feature_mean": self.feature_mean, "feature_scale": self.feature_scale,
             "feature_coef": self.feature_coef, "intercept": np.array([self.intercept]),
+            **block_arrays("char", self.char), **block_arrays("word", self.word),
         }
-        for name, block in (("char", self.char), ("word", self.word)):
-            arrays[f"{name}_vocab"], arrays[f"{name}_offsets"] = pack_strings(block.vocabulary)
-            arrays[f"{name}_idf"], arrays[f"{name}_coef"] = block.idf, block.coef
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-            for name in sorted(arrays):
-                member = io.BytesIO()
-                np.lib.format.write_array(member, np.ascontiguousarray(arrays[name]), allow_pickle=False)
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                archive.writestr(info, member.getvalue(), compresslevel=9)
-        write_bytes_atomic(path, buffer.getvalue())
+        write_model_file(path, self.meta, arrays)
 
     # -- prediction ----------------------------------------------------------------------------
 
@@ -161,8 +97,6 @@ class OfflineQualityModel:
     def score(self, contents: str) -> float:
         low, high = SCORE_RANGE
         return min(high, max(low, self.raw_score(contents)))
-
-
 
 
 def spearman(a: Iterable[float], b: Iterable[float]) -> float:

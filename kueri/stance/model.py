@@ -39,22 +39,15 @@ Prediction is plain numpy; scikit-learn is needed only for training.
 
 from __future__ import annotations
 
-import io
-import json
-import math
-import zipfile
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import repeat
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from kueri import resources
-from kueri.arithmetic import dot, exps, logs, row_dots
+from kueri.arithmetic import exps, row_dots
 from kueri.errors import KueriError, SetupError
-from kueri.files import pack_strings, unpack_strings, write_bytes_atomic
 from kueri.stance.features import (
     DENSE_FEATURES,
     OBJ1,
@@ -67,6 +60,7 @@ from kueri.stance.features import (
     sentence_sentiments,
     swap_tokens,
 )
+from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
 DEFAULT_MODEL = resources.path("models", "stance-v1.npz")
 MODEL_FORMAT = 1
@@ -78,31 +72,6 @@ SENTENCE_LABELS = ("BETTER", "WORSE", "NONE")
 _PASSAGE_SWAP = [1, 0, 2, 3]
 _NEUTRAL, _NO = LABELS.index("NEUTRAL"), LABELS.index("NO")
 _SENTENCE_SWAP = [1, 0, 2]
-
-
-@dataclass(frozen=True)
-class TfidfBlock:
-    """Vocabulary and idf of a TF-IDF block (scikit-learn's sublinear tf, smooth idf, l2-normalised row)."""
-
-    vocabulary: list[str]
-    idf: np.ndarray
-    _index: dict[str, int] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if len(self.vocabulary) != len(self.idf):
-            raise ValueError("vocabulary and idf differ in length")
-        object.__setattr__(self, "_index", {term: i for i, term in enumerate(self.vocabulary)})
-
-    def transform(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(column ids, weights) of the known terms: the non-zero entries of the row (unknown terms dropped)."""
-        counts = Counter(terms)
-        ids = np.fromiter(map(self._index.get, counts.keys(), repeat(-1)), dtype=np.int64, count=len(counts))
-        tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
-        known = ids >= 0
-        ids = ids[known]
-        weights = (1.0 + logs(tf[known])) * self.idf[ids]
-        norm = math.sqrt(dot(weights, weights))
-        return ids, (weights / norm if norm > 0.0 else weights)
 
 
 @dataclass(frozen=True)
@@ -160,47 +129,22 @@ class StanceModel:
 
     @classmethod
     def load(cls, path: str | Path = DEFAULT_MODEL) -> StanceModel:
-        path = Path(path)
-        if not path.is_file():
-            raise SetupError(f"stance model {path} not found: the repository ships kueri/resources/models/"
-                             f"{DEFAULT_MODEL.name}; rebuild it with `python scripts/train_stance.py`")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {name: data[name] for name in data.files}
-            meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
-            parts = {
-                name: LinearSoftmax(
-                    TfidfBlock(unpack_strings(arrays[f"{name}_vocab"], arrays[f"{name}_offsets"]),
-                               arrays[f"{name}_idf"]),
-                    arrays[f"{name}_coef"], arrays[f"{name}_intercept"],
-                    arrays[f"{name}_dense_mean"], arrays[f"{name}_dense_scale"],
-                )
-                for name in ("sentence", "passage")
-            }
+        def build(meta: dict[str, object], arrays: dict[str, np.ndarray]) -> StanceModel:
+            parts = {name: LinearSoftmax(read_block(arrays, name), arrays[f"{name}_coef"], arrays[f"{name}_intercept"],
+                                         arrays[f"{name}_dense_mean"], arrays[f"{name}_dense_scale"])
+                     for name in ("sentence", "passage")}
             return cls(meta, parts["sentence"], parts["passage"])
-        except (KeyError, ValueError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
-            raise SetupError(f"stance model {path} is unreadable ({exc}): rebuild it with "
-                             "`python scripts/train_stance.py`") from None
+
+        return load_model_file(path, "stance model", "`python scripts/train_stance.py`", build)
 
     def save(self, path: str | Path) -> None:
         """Write the model as an ``.npz`` whose bytes depend only on its contents (no timestamps)."""
-        arrays: dict[str, np.ndarray] = {
-            "meta": np.frombuffer(json.dumps(self.meta, sort_keys=True).encode("utf-8"), dtype=np.uint8),
-        }
+        arrays: dict[str, np.ndarray] = {}
         for name, part in (("sentence", self.sentence), ("passage", self.passage)):
-            arrays[f"{name}_vocab"], arrays[f"{name}_offsets"] = pack_strings(part.tfidf.vocabulary)
-            arrays[f"{name}_idf"] = part.tfidf.idf
+            arrays.update(block_arrays(name, part.tfidf))
             arrays[f"{name}_coef"], arrays[f"{name}_intercept"] = part.coef, part.intercept
             arrays[f"{name}_dense_mean"], arrays[f"{name}_dense_scale"] = part.dense_mean, part.dense_scale
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-            for name in sorted(arrays):
-                member = io.BytesIO()
-                np.lib.format.write_array(member, np.ascontiguousarray(arrays[name]), allow_pickle=False)
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                archive.writestr(info, member.getvalue(), compresslevel=9)
-        write_bytes_atomic(path, buffer.getvalue())
+        write_model_file(path, self.meta, arrays)
 
     # -- prediction ----------------------------------------------------------------------------
 
