@@ -43,3 +43,8 @@ class Hit(NamedTuple):
 
 #: A run: topic number -> hits in rank order (rank 1 first). Topics keep insertion order.
 Run = dict[str, list[Hit]]
+
+
+def topic_key(number: str) -> tuple[int, int, str]:
+    """Sort key of topic numbers: numeric order (as the original looped over topics 0..100), then other ids as text."""
+    return (0, int(number), "") if number.isdigit() else (1, 0, number)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kueri import resources
 from kueri.errors import KueriError
-from kueri.records import Hit, Run
+from kueri.records import Hit, Run, topic_key
 from kueri.runfile import format_score
 
 log = logging.getLogger(__name__)
@@ -59,14 +59,10 @@ def read_quality_scores(name_or_path: str) -> dict[str, float]:
     return scores
 
 
-def _topic_key(topic: str) -> tuple[int, int, str]:
-    return (0, int(topic), "") if topic.isdigit() else (1, 0, topic)
-
-
 def rerank(run: Run, scores: dict[str, float]) -> Run:
     """Multiply each hit's (printed) score by its passage's quality; re-sort each topic stably."""
     reranked: Run = {}
-    for topic in sorted(run, key=_topic_key):
+    for topic in sorted(run, key=topic_key):
         hits = [
             Hit(hit.doc, float(format_score(hit.score)) * scores.get(hit.doc, 1.0), hit.stance)
             for hit in run[topic]

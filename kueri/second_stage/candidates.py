@@ -18,7 +18,7 @@ from kueri.arithmetic import row_dots, unit
 from kueri.errors import KueriError
 from kueri.lucene import LuceneIndex, PassageScorer
 from kueri.progress import progress as with_progress
-from kueri.records import Hit, Run, Topic
+from kueri.records import Hit, Run, Topic, topic_key
 from kueri.second_stage.features import (
     FEATURES,
     PRF_DEPTH,
@@ -92,10 +92,6 @@ def comparative_query_text(topic: Topic) -> str:
     return " ".join((*topic.objects, *QUERY_CUES))
 
 
-def _topic_key(number: str) -> tuple[int, int, str]:
-    return (0, int(number), "") if number.isdigit() else (1, 0, number)
-
-
 def collect(
     run: Run,
     topics: Iterable[Topic],
@@ -126,7 +122,7 @@ def collect(
     encoders = encoders or Encoders()
     heads = {qid: hits[:depth] for qid, hits in run.items()}
     pids = sorted({hit.doc for hits in heads.values() for hit in hits})
-    numbers = sorted(heads, key=_topic_key)
+    numbers = sorted(heads, key=topic_key)
     # The feedback passages are embedded too when the stage reranks fewer than them.
     feedback = {qid: [hit.doc for hit in run[qid][:PRF_DEPTH]] for qid in numbers}
     embedded = sorted(set(pids).union(*feedback.values())) if encoders.minilm is not None else pids
