@@ -45,6 +45,14 @@ def test_grade_zero_is_not_used(index, tmp_path):
     assert docs[0] == "d___1" and "d___5" not in docs  # "nothing relevant here" shares no grade>0 term
 
 
+def test_the_raised_clause_limit_does_not_outlive_feedback(index, tmp_path):
+    from kueri.lucene.jvm import lucene
+
+    limit = lucene().IndexSearcher.getMaxClauseCount()
+    feedback_run(index, FeedbackConfig(judgments=judgments_file(tmp_path, ["2 0 d___1 1"])))
+    assert lucene().IndexSearcher.getMaxClauseCount() == limit  # other searches in this process keep Lucene's
+
+
 def test_missing_judged_passage_aborts_or_is_skipped(index, tmp_path):
     path = judgments_file(tmp_path, ["2 0 d___1 1", "2 0 not-indexed___1 3"])
     with pytest.raises(KueriError, match=r"not-indexed___1 \(judgments line 2\) is not in the index"):

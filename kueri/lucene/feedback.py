@@ -145,7 +145,17 @@ def feedback_run(index: LuceneIndex, config: FeedbackConfig, topics: Iterable[st
     """The RF run; topics in ascending number; ``topics`` restricts it to those numbers."""
     L = lucene()
     model = FeedbackModel(index, read_judgments(config.judgments_path), config.missing)
+    # Lucene's clause limit is a static: raised for these queries only, and given back afterwards.
+    previous = L.IndexSearcher.getMaxClauseCount()
     L.IndexSearcher.setMaxClauseCount(MAX_CLAUSES)
+    try:
+        return _feedback_searches(L, index, model, config, topics)
+    finally:
+        L.IndexSearcher.setMaxClauseCount(previous)
+
+
+def _feedback_searches(L: Any, index: LuceneIndex, model: FeedbackModel, config: FeedbackConfig,
+                       topics: Iterable[str] | None) -> Run:
     searcher = Searcher(index, Similarity("bm25"))
     parser = L.QueryParser(CONTENTS_FIELD, L.StandardAnalyzer())
     wanted = set(topics) if topics is not None else None
