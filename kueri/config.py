@@ -48,6 +48,7 @@ class RunConfig:
     feedback: FeedbackConfig | None = None  # graded RF from judgments instead of the title query
     fuse: tuple[str, ...] = ()  # names of configurations whose runs are fused by RRF
     fuse_k: float = 30.0
+    fuse_tie_order: str = "first-seen"  # order of exact ties: "java" (the original's HashMap order) or first seen
     quality_rerank: str | None = None  # rerank by quality from: "offline" (the local model), "debater-2022", a file
     second_stage: str | None = None  # learned reranker of the top hits: a shipped model name or a model file
     second_stage_depth: int | None = None  # hits per topic it reranks (None: the depth the model was trained at)
@@ -224,7 +225,7 @@ _ROW17 = _row(17, 0.6036, "graded RF, letter tokenizer, kueristopv2 + Porter (ma
               analyzer=_stop("kueristopv2", tokenizer="letter", stemmer="porter"), fields=(("contents", 1.0),),
               feedback=_RF, tag=f"{RUN_ID}_RF_porter")
 _ROW23 = _row(23, 0.6681, "RRF (k=30) of rows 10, 14, 15, 16, 17 (submitted run4)",
-              fuse=("row-10", "row-14", "row-15", "row-16", "row-17"), tag=f"{RUN_ID}_rrf")
+              fuse=("row-10", "row-14", "row-15", "row-16", "row-17"), fuse_tie_order="java", tag=f"{RUN_ID}_rrf")
 TABLE1_COMPOSITE_ROWS = [
     _ROW16,
     _ROW17,

@@ -273,12 +273,14 @@ class Stance(StageTransformer):
 
 
 class RRF(pt.Transformer):
-    """Reciprocal rank fusion of the transformers' results, as the original (rank column, ``k``, top ``depth``)."""
+    """Reciprocal rank fusion of the transformers' results, as the original (rank column, ``k``, top ``depth``,
+    ties in Java's order; ``tie_order="first-seen"`` needs no JVM)."""
 
-    def __init__(self, *transformers: pt.Transformer, k: float = DEFAULT_K, depth: int = 1000) -> None:
+    def __init__(self, *transformers: pt.Transformer, k: float = DEFAULT_K, depth: int = 1000,
+                 tie_order: str = "java") -> None:
         if not transformers:
             raise KueriError("RRF needs at least one transformer")
-        self.transformers, self.k, self.depth = list(transformers), k, depth
+        self.transformers, self.k, self.depth, self.tie_order = list(transformers), k, depth, tie_order
 
     @property
     def transform_inputs(self) -> list[list[str]]:
@@ -292,7 +294,7 @@ class RRF(pt.Transformer):
 
     def transform(self, topics: pd.DataFrame) -> pd.DataFrame:
         runs = [ranked(run_of(t.transform(topics))) for t in self.transformers]
-        fused = reciprocal_rank_fusion(runs, k=self.k, depth=self.depth)
+        fused = reciprocal_rank_fusion(runs, k=self.k, depth=self.depth, tie_order=self.tie_order)
         return frame_of(fused, topics.drop(columns=[c for c in ("docno", "score", "rank") if c in topics.columns]))
 
     def __repr__(self) -> str:

@@ -27,8 +27,8 @@ def test_rrf_tie_order_is_java_hashmap_order():
     # all tied: the order is the Java HashMap's (bucket of the String hash), not the input order
     docs = [f"clueweb12-{i:04d}wb-00-00000___1" for i in range(40)]
     runs = [ranked({"2": [Hit(d, 1.0)]}) for d in docs]
-    java = [h.doc for h in reciprocal_rank_fusion(runs)["2"]]
-    first_seen = [h.doc for h in reciprocal_rank_fusion(runs, tie_order="first-seen")["2"]]
+    java = [h.doc for h in reciprocal_rank_fusion(runs, tie_order="java")["2"]]
+    first_seen = [h.doc for h in reciprocal_rank_fusion(runs)["2"]]  # the default: no JVM
     assert first_seen == docs and sorted(java) == sorted(docs) and java != docs
 
     def java_hash(text):

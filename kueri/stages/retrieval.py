@@ -74,7 +74,7 @@ class Fuse(StageDefaults):
     names: tuple[str, ...]
     k: float
     hits: int
-    tie_order: str = "java"
+    tie_order: str
     name = "fuse"
 
     def summary(self) -> str:
@@ -88,7 +88,7 @@ class Fuse(StageDefaults):
 def retrieval(config: Any) -> Search | Feedback | Fuse:
     """The first stage ``config`` describes."""
     if config.fuse:
-        return Fuse(config.fuse, config.fuse_k, config.hits)
+        return Fuse(config.fuse, config.fuse_k, config.hits, config.fuse_tie_order)
     if config.feedback:
         return Feedback(config.analyzer, config.feedback, config.hits)
     return Search(config.analyzer, config.similarity, config.fields, config.filter_objects, config.hits, config.name)
