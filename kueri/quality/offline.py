@@ -22,7 +22,7 @@ import functools
 import hashlib
 import tempfile
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,8 +228,23 @@ def score_corpus(corpus: str | Path, scores_path: str | Path, model_path: str | 
 
 # -- score sources for reranking -------------------------------------------------------------------
 
-#: ``--quality`` names: the original team's Debater scores (shipped) and the offline model.
-QUALITY_SOURCES = ("debater", "offline")
+
+def _debater_scores(corpus: str | Path | None, ids: Collection[str] | None, model_path: str | Path, workers: int,
+                    skip_bad: bool) -> dict[str, float]:
+    return read_quality_scores("debater-2022")
+
+
+def _offline_scores(corpus: str | Path | None, ids: Collection[str] | None, model_path: str | Path, workers: int,
+                    skip_bad: bool) -> dict[str, float]:
+    if corpus is None:
+        raise KueriError("offline quality scores need the corpus (the passage texts)")
+    pairs = _corpus_pairs(corpus, ids, skip_bad)
+    return {pid: as_java_float(float(format_score(q))) for pid, q in iter_offline_scores(pairs, model_path, workers)}
+
+
+#: ``--quality`` names, each with its provider of scores: the original team's Debater scores (shipped) and
+#: the offline model. Any other source is a score file or a shipped score name.
+QUALITY_SOURCES: dict[str, Callable[..., dict[str, float]]] = {"debater": _debater_scores, "offline": _offline_scores}
 
 
 def quality_scores_for(source: str, corpus: str | Path | None = None, ids: Collection[str] | None = None,
@@ -249,12 +264,7 @@ def quality_scores_for(source: str, corpus: str | Path | None = None, ids: Colle
     Offline values are rounded to 6 decimals and read as Java floats, exactly as if they had been
     written to a score file and read back, so both routes rerank identically.
     """
-    if source == "debater":
-        return read_quality_scores("debater-2022")
-    if source == "offline":
-        if corpus is None:
-            raise KueriError("offline quality scores need the corpus (the passage texts)")
-        pairs = _corpus_pairs(corpus, ids, skip_bad)
-        return {pid: as_java_float(float(format_score(q)))
-                for pid, q in iter_offline_scores(pairs, model_path, workers)}
-    return read_quality_scores(source)
+    provider = QUALITY_SOURCES.get(source)
+    if provider is None:
+        return read_quality_scores(source)
+    return provider(corpus, ids, model_path, workers, skip_bad)
