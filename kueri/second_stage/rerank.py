@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from kueri.errors import KueriError
 from kueri.lucene import LuceneIndex
 from kueri.records import Hit, Run, Topic
-from kueri.second_stage.candidates import CandidateTimes, Encoders, collect
+from kueri.second_stage.candidates import CandidateTimes, Encoders, TextEncoder, collect
 from kueri.second_stage.model import DEFAULT_MODEL, SecondStageModel
 
 log = logging.getLogger(__name__)
@@ -75,34 +75,45 @@ def _warn_if_other_quality_model(model: SecondStageModel, quality_path: Path) ->
                     "retrain it: python scripts/train_second_stage.py", quality_path)
 
 
+def _minilm() -> TextEncoder:
+    from kueri.second_stage.minilm import MiniLMEncoder
+
+    return MiniLMEncoder()
+
+
+def _e5() -> TextEncoder:
+    from kueri.second_stage.e5 import E5Encoder
+
+    return E5Encoder()
+
+
+#: The encoders a model may name (the fields of :class:`Encoders`), each a factory: its module, with
+#: onnxruntime, is imported only when a model needs it.
+ENCODERS: dict[str, Callable[[], TextEncoder]] = {"minilm": _minilm, "e5": _e5}
+
+
 def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_dir: Path | None = None,
                   progress: bool = False) -> Encoders:
-    """The encoders named in ``needed`` (``minilm``, ``e5``): those ``given``, the others loaded (their
+    """The encoders named in ``needed`` (see :data:`ENCODERS`): those ``given``, the others loaded (their
     passage embeddings kept in ``cache_dir`` when given; ``progress``: a bar while they embed). Encoders
     not needed are left out, so their features are not computed."""
     needed = set(needed)
-    unknown = needed - {"minilm", "e5"}
+    unknown = needed - set(ENCODERS)
     if unknown:
         raise KueriError(f"second stage: unknown encoder(s) {sorted(unknown)}")
     given = given or Encoders()
-    minilm, e5 = (given.minilm if "minilm" in needed else None), (given.e5 if "e5" in needed else None)
-    if "minilm" in needed and minilm is None:
-        from kueri.second_stage.embedding_cache import EmbeddingCache
-        from kueri.second_stage.minilm import MiniLMEncoder
+    loaded: dict[str, TextEncoder | None] = {}
+    for name, make in ENCODERS.items():
+        encoder = getattr(given, name) if name in needed else None
+        if name in needed and encoder is None:
+            from kueri.second_stage.embedding_cache import EmbeddingCache
 
-        minilm = MiniLMEncoder()
-        minilm.progress = progress
-        if cache_dir is not None:
-            minilm = EmbeddingCache(minilm, cache_dir / f"embeddings-{minilm.cache_name}.npz")
-    if "e5" in needed and e5 is None:
-        from kueri.second_stage.e5 import E5Encoder
-        from kueri.second_stage.embedding_cache import EmbeddingCache
-
-        e5 = E5Encoder()
-        e5.progress = progress
-        if cache_dir is not None:
-            e5 = EmbeddingCache(e5, cache_dir / f"embeddings-{e5.cache_name}.npz")
-    return Encoders(minilm=minilm, e5=e5)
+            encoder = make()
+            encoder.progress = progress
+            if cache_dir is not None:
+                encoder = EmbeddingCache(encoder, cache_dir / f"embeddings-{encoder.cache_name}.npz")
+        loaded[name] = encoder
+    return Encoders(**loaded)
 
 
 def second_stage(
