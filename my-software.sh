@@ -2,11 +2,12 @@
 # TIRA entry point: ./my-software.sh -i IN -o OUT [-c CONFIG] [-q QUALITY] [-w WORKDIR]
 #   IN  holds topics.xml and passages.jsonl.gz (or passages.jsonl)
 #   OUT gets run.txt (qid STANCE doc rank score tag), written only when the run is complete and valid
+#   Without -i / -o, TIRA's environment variables TIRA_INPUT_DATASET / TIRA_OUTPUT_DIR are used.
 # The default configuration is the best automatic one (no judgments, no network).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { echo "usage: $0 -i INPUT_DIR -o OUTPUT_DIR [-c CONFIG] [-q offline|debater|FILE|none] [-w WORKDIR]" >&2; echo "  CONFIG: default (the best automatic one), auto-minilm-e5, auto-neural, auto-lexical, quality-rerank, row-01..row-24 (kueri configs)" >&2; exit 2; }
-input="" output="" config="default" workdir=() quality=()
+usage() { echo "usage: $0 -i INPUT_DIR -o OUTPUT_DIR [-c CONFIG] [-q offline|debater|FILE|none] [-w WORKDIR]" >&2; echo "  -i, -o: default \$TIRA_INPUT_DATASET, \$TIRA_OUTPUT_DIR (TIRA sets them)" >&2; echo "  CONFIG: default (the best automatic one), auto-minilm-e5, auto-neural, auto-lexical, quality-rerank, row-01..row-24 (kueri configs)" >&2; exit 2; }
+input="${TIRA_INPUT_DATASET:-}" output="${TIRA_OUTPUT_DIR:-}" config="default" workdir=() quality=()
 while getopts "i:o:c:q:w:h" opt; do
   case "$opt" in
     i) input="$OPTARG" ;;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -241,8 +242,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("tira", parents=[common],
                        help="the TIRA entry: IN/topics.xml + IN/passages.jsonl.gz -> OUT/run.txt")
-    p.add_argument("-i", "--input", required=True)
-    p.add_argument("-o", "--output", required=True)
+    # TIRA sets these two variables in its sandbox; -i / -o win over them
+    tira_input, tira_output = os.environ.get("TIRA_INPUT_DATASET") or None, os.environ.get("TIRA_OUTPUT_DIR") or None
+    p.add_argument("-i", "--input", default=tira_input, required=not tira_input, help="default: $TIRA_INPUT_DATASET")
+    p.add_argument("-o", "--output", default=tira_output, required=not tira_output, help="default: $TIRA_OUTPUT_DIR")
     p.add_argument("--workdir")
     p.add_argument("--skip-bad", action="store_true")
     add_config_flag(p)
