@@ -13,7 +13,6 @@ workers and JVMs included) every 0.1 s. Prints the stages' wall times and the pe
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -21,10 +20,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_index import TreeSampler
 
-from bench_index import TreeSampler  # noqa: E402
+from kueri.cli.script import run_script, script_parser
+
+ROOT = Path(__file__).resolve().parent.parent
 
 #: A stage starts at the first log line containing its marker (in this order).
 STAGES = [
@@ -40,7 +40,7 @@ STAGES = [
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__, quiet=False)
     parser.add_argument("--passages", type=int, default=868_655)
     parser.add_argument("--input", help="a TIRA input folder to run on instead (topics.xml, passages.jsonl.gz)")
     parser.add_argument("--workdir", default=str(ROOT / "work" / "bench-default"))
@@ -95,4 +95,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

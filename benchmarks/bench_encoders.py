@@ -15,19 +15,15 @@ stage's main cost, and it grows with topics x depth, not with the corpus.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from kueri import resources  # noqa: E402
-from kueri.parse import PassageReader  # noqa: E402
+from kueri import resources
+from kueri.cli.script import run_script, script_parser
+from kueri.parse import PassageReader
 
 SAMPLE = resources.sample() / "passages.jsonl.gz"
 
@@ -80,7 +76,7 @@ def load(name: str, threads: int | None):  # -> TextEncoder
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__, whole_doc=True, quiet=False)
     parser.add_argument("--passages", type=int, default=400, help="passages embedded per repetition (400)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="onnxruntime threads (default: the encoders')")
@@ -115,4 +111,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

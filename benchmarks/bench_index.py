@@ -48,8 +48,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kueri.cli.script import run_script, script_parser
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 DEFAULT_PASSAGES = 868_655
 DEFAULT_WORKDIR = ROOT / "work" / "bench"
@@ -364,7 +365,7 @@ def report(results: dict[str, list[Measurement]], searches: list[dict[str, Any]]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__, quiet=False)
     parser.add_argument("--corpus", help="a corpus file (default: the synthetic corpus, generated if missing)")
     parser.add_argument("--passages", type=int, default=DEFAULT_PASSAGES, help="size of the synthetic corpus")
     parser.add_argument("--workdir", default=str(DEFAULT_WORKDIR))
@@ -423,4 +424,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -12,7 +12,6 @@ checks, the ``<query>`` split, duplicate-id check), which is what the indexer co
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import statistics
@@ -21,13 +20,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from isal import igzip
+
+from kueri.cli.script import run_script, script_parser
+from kueri.parse import PassageReader
+from kueri.parse.passages import parse_json_line
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from isal import igzip  # noqa: E402
-
-from kueri.parse import PassageReader  # noqa: E402
-from kueri.parse.passages import parse_json_line  # noqa: E402
 
 DEFAULT_CORPUS = ROOT / "work" / "bench" / "synthetic-868655.jsonl.gz"
 
@@ -67,7 +66,7 @@ PASSES: dict[str, Callable[[Path], int]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__, quiet=False)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
@@ -89,4 +88,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -13,7 +13,6 @@ Prints wall times and the per-passage costs the sizing in docs/scale-out.md is c
 
 from __future__ import annotations
 
-import argparse
 import filecmp
 import json
 import os
@@ -22,10 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # kueri from this checkout, as the commands it times
+from kueri.cli.script import run_script, script_parser
+from kueri.scaleout import start_local_cluster, stop_local_cluster
 
-from kueri.scaleout import start_local_cluster, stop_local_cluster  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
@@ -39,7 +38,7 @@ def timed(command: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__, quiet=False)
     parser.add_argument("--passages", type=int, default=200_000)
     parser.add_argument("--quality-passages", type=int, default=50_000)
     parser.add_argument("--workdir", default=str(ROOT / "work" / "bench-ray"))
@@ -87,4 +86,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

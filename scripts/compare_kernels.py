@@ -15,13 +15,14 @@ emulated CPU is slow (minutes for a few passages): keep N small. docs/reproducib
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from kueri.cli.script import run_script, script_parser
 
 #: onnxruntime operators and numpy functions on fixed random inputs shaped like the encoders' tensors.
 CASES = r'''
@@ -161,7 +162,7 @@ def difference(a: np.ndarray, b: np.ndarray) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__, whole_doc=True, quiet=False)
     parser.add_argument("--cpus", nargs="+", default=["Haswell-v4", "EPYC-Rome"], help="qemu CPU models")
     parser.add_argument("--encoders", type=int, default=0, metavar="N", help="also the encoders on N passages")
     parser.add_argument("--no-ops", action="store_true", help="only the encoders")
@@ -190,4 +191,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

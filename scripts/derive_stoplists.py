@@ -54,16 +54,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from kueri import resources  # noqa: E402
-from kueri.cli import configure_logging  # noqa: E402
-from kueri.errors import KueriError  # noqa: E402
-from kueri.lucene import CONTENTS_FIELD, AnalyzerConfig, LuceneIndex, read_stoplist, stoplist_path, tokenize  # noqa: E402
-from kueri.parse import read_topics  # noqa: E402
-from kueri.pipeline import cached_index, default_workdir  # noqa: E402
-from kueri.records import Topic  # noqa: E402
+from kueri import resources
+from kueri.cli.script import run_script, script_parser, start
+from kueri.errors import KueriError
+from kueri.lucene import CONTENTS_FIELD, AnalyzerConfig, LuceneIndex, read_stoplist, stoplist_path, tokenize
+from kueri.parse import read_topics
+from kueri.pipeline import cached_index, default_workdir
+from kueri.records import Topic
 
 SAMPLE = resources.sample()
 MEASURES = ("df", "ttf")
@@ -298,7 +295,7 @@ def write_list(words: Sequence[str], path: Path) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--corpus", default=str(SAMPLE / "passages.jsonl.gz"))
     parser.add_argument("--topics", default=str(SAMPLE / "topics.xml"))
     parser.add_argument("--size", type=int, default=400, help="words in kueristop (default 400)")
@@ -310,13 +307,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="object terms match kueristop words by Porter stem (default) or exactly")
     parser.add_argument("--out", help="folder for kueristop.txt and kueristopv2.txt")
     parser.add_argument("--workdir", help="index cache (default: KUERI_WORKDIR or ./work)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    configure_logging(args.quiet)
+    start(args)
     result = derive(args.corpus, args.topics, size=args.size, by=args.by, letters=args.letters, match=args.match,
                     workdir=args.workdir, progress=not args.quiet)
     print("\n".join(result.report))
@@ -331,8 +327,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KueriError as exc:
-        print(f"derive_stoplists: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    run_script(main)

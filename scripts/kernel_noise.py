@@ -14,13 +14,12 @@ results and why the suite's tolerances follow from them.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from kueri import resources
+from kueri.cli.script import run_script, script_parser
 from kueri.config import get_config
 from kueri.evaluate import evaluate_run
 from kueri.parse import read_topics
@@ -56,7 +55,7 @@ def top(run: Run, qid: str, depth: int = 5) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__, whole_doc=True, quiet=False)
     parser.add_argument("--workdir", type=Path, required=True, help="a work folder where the default ran")
     parser.add_argument("--sigma", type=float, nargs="+", default=[1e-7, 3e-4])
     parser.add_argument("--trials", type=int, default=20)
@@ -91,4 +90,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -34,7 +34,6 @@ minute on 2 cores.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import math
@@ -48,6 +47,8 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from kueri.cli.script import run_script, script_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = ROOT / "kueri" / "resources" / "sample" / "passages.jsonl.gz"
@@ -249,7 +250,7 @@ def _block_bytes_shared(args: tuple[int, int, int, int, bool, int]) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__, quiet=False)
     parser.add_argument("--passages", type=int, default=868_655, help="number of passages (868,655: the official size)")
     parser.add_argument("--out", required=True, help="output file (.jsonl.gz or .jsonl)")
     parser.add_argument("--seed", type=int, default=0)
@@ -269,4 +270,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -14,18 +14,12 @@ counts 0 there.
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from kueri.cli.evaluate import run_name  # noqa: E402
-from kueri.errors import KueriError  # noqa: E402
-from kueri.evaluate import per_topic_values, restrict_qrels, restrict_run  # noqa: E402
-from kueri.parse import PassageReader  # noqa: E402
-from kueri.runfile import read_qrels, read_run  # noqa: E402
+from kueri.cli.evaluate import run_name
+from kueri.cli.script import run_script, script_parser
+from kueri.errors import KueriError
+from kueri.evaluate import per_topic_values, restrict_qrels, restrict_run
+from kueri.parse import PassageReader
+from kueri.runfile import read_qrels, read_run
 
 MEASURE = "nDCG@5"
 
@@ -39,7 +33,7 @@ def per_topic(run_path: str, qrels: dict, ids: set[str] | None) -> dict[str, flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__, quiet=False)
     parser.add_argument("run", help="the run to show (e.g. the default's run.txt)")
     parser.add_argument("reference", help="the run to compare with (e.g. the original's best, Aldo-Nadi-run5)")
     parser.add_argument("--qrels", required=True)
@@ -83,8 +77,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KueriError as exc:
-        print(f"plot_per_topic: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    run_script(main)

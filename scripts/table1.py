@@ -20,23 +20,19 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from kueri import resources  # noqa: E402
-from kueri.cli import configure_logging  # noqa: E402
-from kueri.config import TABLE1, RunConfig, get_config  # noqa: E402
-from kueri.errors import KueriError  # noqa: E402
-from kueri.evaluate import evaluate_run, restrict_qrels  # noqa: E402
-from kueri.parse import read_topics  # noqa: E402
-from kueri.pipeline import Pipeline  # noqa: E402
-from kueri.runfile import read_qrels, write_run  # noqa: E402
+from kueri import resources
+from kueri.cli.script import run_script, script_parser, start
+from kueri.config import TABLE1, RunConfig, get_config
+from kueri.evaluate import evaluate_run, restrict_qrels
+from kueri.parse import read_topics
+from kueri.pipeline import Pipeline
+from kueri.runfile import read_qrels, write_run
 
 SAMPLE = resources.sample()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__)
     rows = parser.add_mutually_exclusive_group(required=True)
     rows.add_argument("--row", type=int, action="append", choices=range(1, 25), metavar="N",
                       help="a row number 1-24 (repeatable)")
@@ -48,7 +44,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rf-qrels", help="judgments for the RF rows (default: the team's, shipped)")
     parser.add_argument("--quality-scores", help="quality score file for rows 18-24 (default: the team's)")
     parser.add_argument("--qrels", help="relevance qrels: print nDCG@5 per row")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser.parse_args(argv)
 
 
@@ -65,7 +60,7 @@ def adapter(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    configure_logging(args.quiet)
+    start(args)
     configs = TABLE1 if args.all else [get_config(str(n)) for n in args.row]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -101,8 +96,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KueriError as exc:
-        print(f"table1: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    run_script(main)

@@ -16,7 +16,6 @@ that kueri's own prediction reproduces scikit-learn's on every passage before it
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
 import time
@@ -24,12 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from kueri import resources  # noqa: E402
-from kueri.parse.passages import PassageReader  # noqa: E402
-from kueri.quality.features import (  # noqa: E402
+from kueri import resources
+from kueri.cli.script import run_script, script_parser
+from kueri.parse.passages import PassageReader
+from kueri.quality.features import (
     CHAR_NGRAM_RANGE,
     TEXT_FEATURES,
     char_ngrams,
@@ -38,8 +35,8 @@ from kueri.quality.features import (  # noqa: E402
     text_features,
     word_tokens,
 )
-from kueri.quality.offline import DEFAULT_MODEL, MODEL_FORMAT, OfflineQualityModel, spearman  # noqa: E402
-from kueri.tfidf import TfidfBlock  # noqa: E402
+from kueri.quality.offline import DEFAULT_MODEL, MODEL_FORMAT, OfflineQualityModel, spearman
+from kueri.tfidf import TfidfBlock
 
 CORPUS = resources.sample() / "passages.jsonl.gz"
 TARGETS = resources.path("quality") / "debater-quality-scores.tsv"
@@ -124,7 +121,7 @@ def sha256(path: Path) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__, quiet=False)
     parser.add_argument("--out", type=Path, default=DEFAULT_MODEL, help=f"model file ({DEFAULT_MODEL.name})")
     parser.add_argument("--cv", action="store_true", help="also print 5-fold CV Spearman on the training half")
     args = parser.parse_args()
@@ -180,4 +177,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

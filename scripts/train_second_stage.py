@@ -33,7 +33,6 @@ depth. Everything is deterministic: the same inputs give the same model file.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
 import tempfile
@@ -44,30 +43,30 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from kueri import resources  # noqa: E402
-from kueri.cli import configure_logging  # noqa: E402
-from kueri.config import get_config  # noqa: E402
-from kueri.errors import KueriError  # noqa: E402
-from kueri.evaluate import evaluate_run  # noqa: E402
-from kueri.parse import read_topics  # noqa: E402
-from kueri.pipeline import Pipeline  # noqa: E402
-from kueri.quality.offline import DEFAULT_MODEL as QUALITY_MODEL  # noqa: E402
-from kueri.quality.offline import OfflineQualityModel  # noqa: E402
-from kueri.records import Hit, Run  # noqa: E402
-from kueri.runfile import read_qrels  # noqa: E402
-from kueri.second_stage.candidates import Candidates, CandidateTimes, collect  # noqa: E402
-from kueri.second_stage.features import FEATURES, NEURAL_FEATURES, TEXT_FEATURES, TITLE_FEATURES  # noqa: E402
-from kueri.second_stage.model import (  # noqa: E402
+from kueri import resources
+from kueri.cli import configure_logging
+from kueri.cli.script import run_script, script_parser
+from kueri.config import get_config
+from kueri.errors import KueriError
+from kueri.evaluate import evaluate_run
+from kueri.parse import read_topics
+from kueri.pipeline import Pipeline
+from kueri.quality.offline import DEFAULT_MODEL as QUALITY_MODEL
+from kueri.quality.offline import OfflineQualityModel
+from kueri.records import Hit, Run
+from kueri.runfile import read_qrels
+from kueri.second_stage.candidates import Candidates, CandidateTimes, collect
+from kueri.second_stage.features import FEATURES, NEURAL_FEATURES, TEXT_FEATURES, TITLE_FEATURES
+from kueri.second_stage.model import (
     DEFAULT_MODEL,
     LEXICAL_MODEL,
     MINILM_MODEL,
     WHOLE_TOPIC_MODEL,
     SecondStageModel,
 )
-from kueri.second_stage.rerank import load_encoders, reorder_head  # noqa: E402
+from kueri.second_stage.rerank import load_encoders, reorder_head
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SAMPLE = resources.sample()
 QRELS = resources.qrels()
@@ -327,7 +326,7 @@ def file_sha256(path: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__, whole_doc=True, quiet=False)
     parser.add_argument("--corpus", type=Path, default=SAMPLE / "passages.jsonl.gz")
     parser.add_argument("--topics", type=Path, default=SAMPLE / "topics.xml")
     parser.add_argument("--qrels", type=Path, nargs="+", default=list(EARLIER_QRELS),
@@ -447,8 +446,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KueriError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    run_script(main)

@@ -25,7 +25,6 @@ lbfgs), a minute or two on two cores.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import hashlib
 import json
@@ -36,11 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from kueri import resources  # noqa: E402
-from kueri.stance.features import (  # noqa: E402
+from kueri import resources
+from kueri.cli.script import run_script, script_parser
+from kueri.stance.features import (
     DENSE_FEATURES,
     OBJ1,
     OBJ2,
@@ -55,7 +52,7 @@ from kueri.stance.features import (  # noqa: E402
     swap_tokens,
     tokens,
 )
-from kueri.stance.model import (  # noqa: E402
+from kueri.stance.model import (
     DEFAULT_MODEL,
     LABELS,
     MODEL_FORMAT,
@@ -63,7 +60,7 @@ from kueri.stance.model import (  # noqa: E402
     LinearSoftmax,
     StanceModel,
 )
-from kueri.tfidf import TfidfBlock  # noqa: E402
+from kueri.tfidf import TfidfBlock
 
 TRAINING = resources.path("training")
 COMPSENT = TRAINING / "compsent19-train.csv"
@@ -315,7 +312,7 @@ def cross_validate(sentence: LinearSoftmax, rows: list[tuple[str, MaskedPassage,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__, quiet=False)
     parser.add_argument("--cv", action="store_true", help="print the cross-validation of the settings")
     parser.add_argument("--out", type=Path, default=DEFAULT_MODEL, help="model file (%(default)s)")
     parser.add_argument("--no-save", action="store_true", help="evaluate only")
@@ -391,4 +388,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)
