@@ -370,7 +370,8 @@ def test_a_signal_mid_run_stops_promptly_and_leaves_nothing(big_input, tmp_path,
     assert "Traceback" not in err and "nothing half-written was kept" in err
     assert not (out / "run.txt").exists()
     assert list(workdir.glob(f"index-*/{MANIFEST}")) == [] and leftovers(workdir) == []
-    workers = subprocess.run(["pgrep", "-f", "kueri.lucene.shards import _worker_main"], capture_output=True, text=True)
+    workers = subprocess.run(["pgrep", "-f", "kueri.lucene.workers import _worker_main"], capture_output=True,
+                             text=True)
     assert workers.stdout.strip() == ""  # they stopped with it
     # the next run on the same work folder works
     code, err = tira(big_input, out, workdir)

@@ -1,16 +1,10 @@
-"""Index on a Ray cluster: contiguous shards built as Ray tasks, joined in corpus order into one index.
+"""cluster: the shards of a build made as tasks of a Ray cluster (a :class:`ShardExecutor`).
 
-The same cut as the local parallel build (:mod:`kueri.lucene.shards`): this process reads the corpus
-(the same validation, skip counts and ``file:line`` errors), writes ``ids.txt`` and sends each chunk of
-``chunk_passages`` passages to a task that builds it into a shard with :func:`~kueri.lucene.shards.build_shard`
-(its segment names unique to the chunk). A shard comes back through a shared folder (``shard_dir``: a
-path every node and this process see) or, without one, as bytes through Ray's object store. When every
-shard is back, this process joins them in chunk order (:func:`~kueri.lucene.shards.join_shards`): the same
-documents, doc ids, scores and ties as a local build.
-
-A task whose worker dies is run again by Ray (its shard is rebuilt from scratch); a shard is joined once,
-only whole (its manifest must count its chunk), and only after all shards are back: a failed build
-leaves no index.
+Each chunk goes to a task that builds it into a shard (:func:`~kueri.lucene.shards.build_shard`); the
+shard comes back through a shared folder (``shard_dir``: a path every node and this process see) or,
+without one, as bytes through Ray's object store. A task whose worker dies is run again by Ray (its
+shard rebuilt from scratch); a shard is placed once, only whole (its manifest must count its chunk), and
+joined here only when all are back: a failed build leaves no index.
 """
 
 from __future__ import annotations
@@ -20,19 +14,16 @@ import logging
 import shutil
 import tarfile
 import tempfile
-import time
-from collections.abc import Iterable, Iterator
-from itertools import islice
+from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kueri.errors import KueriError
 from kueri.lucene.analyze import AnalyzerConfig
-from kueri.lucene.index import IDS_FILE, directory_size, read_manifest
-from kueri.lucene.shards import SHARDS_SUBDIR, Triple, build_shard, join_shards, resolve_chunk
-from kueri.lucene.writer import IndexStats, indexing_bar, publish, start_partial, write_manifest
-from kueri.records import Passage
-from kueri.scaleout import TASK_RETRIES, connect, ordered_map
+from kueri.lucene.index import read_manifest
+from kueri.lucene.shards import Triple, build_shard, join_shards
+from kueri.scaleout import TASK_RETRIES, cluster_cpus, connect
 
 log = logging.getLogger(__name__)
 
@@ -53,89 +44,73 @@ def _build_shard_task(passages: list[Triple], number: int, analyzer_config: Anal
         return number, stats.indexed, packed.getvalue()
 
 
-def _chunks(passages: Iterable[Passage], size: int, ids: Any, counts: dict[str, int],
-            bar: Any) -> Iterator[list[Triple]]:
-    iterator = iter(passages)
-    while True:
-        chunk = [(p[0], p[1], p[2]) for p in islice(iterator, size)]
-        if not chunk:
-            return
-        for pid, _, query in chunk:
-            ids.write(pid + "\n")
-            counts["expanded"] += bool(query)
-        counts["indexed"] += len(chunk)
-        bar.update(len(chunk))
-        yield chunk
+class RayTasks:
+    """A :class:`~kueri.lucene.shards.ShardExecutor`: one task of the Ray cluster at ``address`` per chunk, at
+    most twice the cluster's CPUs in flight (the driver never holds the whole corpus); results in chunk order."""
 
+    small_here = False  # on a cluster even one chunk is built there
+    java_exception = ()
 
-def build_on_ray(
-    passages: Iterable[Passage],
-    index_dir: Path,
-    analyzer_config: AnalyzerConfig,
-    *,
-    address: str,
-    shard_dir: str | Path | None = None,
-    chunk_passages: int | None = None,
-    ram_buffer_mb: float = 256.0,
-    progress: bool = True,
-    metadata: dict[str, Any] | None = None,
-) -> IndexStats:
-    """:func:`kueri.lucene.build.build_index` with the shards built as tasks of the Ray cluster at ``address``."""
-    ray = connect(address)
-    chunk_size = resolve_chunk(chunk_passages)
-    task = ray.remote(max_retries=TASK_RETRIES)(_build_shard_task)
-    started = time.perf_counter()
-    partial = start_partial(index_dir)
-    shards_dir = partial / SHARDS_SUBDIR
-    shards_dir.mkdir()
-    shared = str(Path(shard_dir).resolve()) if shard_dir else None
-    counts = {"indexed": 0, "expanded": 0}
-    bar = indexing_bar(progress)
-    sizes: list[int] = []
-    try:
-        with open(partial / IDS_FILE, "w", encoding="utf-8") as ids:
-            chunks = _chunks(passages, chunk_size, ids, counts, bar)
-            numbered = ((chunk, number) for number, chunk in enumerate(chunks))
-            results = ordered_map(ray, _TaskOf(task), numbered, analyzer_config, shared, ram_buffer_mb)
-            for expected, (number, indexed, shard) in enumerate(results):
-                if number != expected:
-                    raise KueriError(f"Ray returned shard {number} where shard {expected} was expected")
-                target = shards_dir / f"{number:05d}"
-                if isinstance(shard, bytes):
-                    with tarfile.open(fileobj=io.BytesIO(shard)) as tar:
-                        # the "data" filter (Python >= 3.11.4) refuses links and paths out of the target
-                        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-                        tar.extractall(target, **safe)
-                else:
-                    shutil.move(shard, target)  # a shared folder may be another filesystem: move, not rename
-                if int(read_manifest(target)["indexed"]) != indexed:
-                    raise KueriError(f"shard {number} is not whole: its manifest does not count {indexed} passages")
-                sizes.append(indexed)
-        bar.close()
-        if sum(sizes) != counts["indexed"]:
-            raise KueriError(f"the shards hold {sum(sizes)} passages, {counts['indexed']} were sent")
-        log.info("joining %d shards of %d passages ...", len(sizes), counts["indexed"])
-        join_shards(partial, [shards_dir / f"{k:05d}" for k in range(len(sizes))])
-        shutil.rmtree(shards_dir)
-        seconds = time.perf_counter() - started
-        build = {"ray": address, "shards": len(sizes), "chunk_passages": chunk_size,
-                 "shard_dir": shared or "object store"}
-        write_manifest(partial, analyzer_config, counts["indexed"], counts["expanded"], seconds,
-                       {**(metadata or {}), "build": build})
-        publish(partial, index_dir)
-    except BaseException:
-        bar.close()
-        shutil.rmtree(partial, ignore_errors=True)  # nothing half-built survives
-        raise
-    return IndexStats(counts["indexed"], seconds, directory_size(index_dir), counts["expanded"])
+    def __init__(self, address: str, analyzer_config: AnalyzerConfig, ram_buffer_mb: float,
+                 shard_dir: str | Path | None = None) -> None:
+        self.ray = connect(address)
+        self.task = self.ray.remote(max_retries=TASK_RETRIES)(_build_shard_task)
+        self.analyzer_config, self.ram_buffer_mb = analyzer_config, ram_buffer_mb
+        self.shared = str(Path(shard_dir).resolve()) if shard_dir else None
+        self.build = {"ray": address, "shard_dir": self.shared or "object store"}
+        self.window = 2 * cluster_cpus(self.ray)
+        self.pending: deque[tuple[int, Path, Any]] = deque()
+        self.chunk: list[Triple] = []
+        self.number, self.directory = 0, Path()
+        self.sizes: list[int] = []
 
+    def expect_many(self) -> None:
+        pass
 
-class _TaskOf:
-    """Adapts a remote task to ``ordered_map``'s ``task.remote(batch, *args)`` for (chunk, number) pairs."""
+    def open(self) -> None:
+        pass
 
-    def __init__(self, task: Any) -> None:
-        self.task = task
+    def start_chunk(self, number: int, directory: Path) -> None:
+        self.number, self.directory, self.chunk = number, directory, []
 
-    def remote(self, numbered: tuple[list[Triple], int], *args: Any) -> Any:
-        chunk, number = numbered
-        return self.task.remote(chunk, number, *args)
+    def add(self, batch: list[Triple]) -> None:
+        self.chunk.extend(batch)
+
+    def finish_chunk(self) -> None:
+        ref = self.task.remote(self.chunk, self.number, self.analyzer_config, self.shared, self.ram_buffer_mb)
+        self.pending.append((self.number, self.directory, ref))
+        self.chunk = []
+        if len(self.pending) >= self.window:
+            self._place_oldest()
+
+    def _place_oldest(self) -> None:
+        expected, target, ref = self.pending.popleft()
+        number, indexed, shard = self.ray.get(ref)
+        if number != expected:
+            raise KueriError(f"Ray returned shard {number} where shard {expected} was expected")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(shard, bytes):
+            with tarfile.open(fileobj=io.BytesIO(shard)) as tar:
+                # the "data" filter (Python >= 3.11.4) refuses links and paths out of the target
+                safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                tar.extractall(target, **safe)
+        else:
+            shutil.move(shard, target)  # a shared folder may be another filesystem: move, not rename
+        if int(read_manifest(target)["indexed"]) != indexed:
+            raise KueriError(f"shard {number} is not whole: its manifest does not count {indexed} passages")
+        self.sizes.append(indexed)
+
+    def wait(self, indexed: int) -> None:
+        while self.pending:
+            self._place_oldest()
+        if sum(self.sizes) != indexed:
+            raise KueriError(f"the shards hold {sum(self.sizes)} passages, {indexed} were sent")
+
+    def join(self, target: Path, shard_dirs: Sequence[Path]) -> None:
+        join_shards(target, shard_dirs)
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        self.pending.clear()  # their results are dropped; Ray frees them

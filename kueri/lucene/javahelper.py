@@ -6,7 +6,7 @@ instead of worker processes with a JVM each, and ``java/TopicSearches.java`` sea
 side (:meth:`kueri.lucene.search.Searcher.search_queries`). They are compiled with the JDK's ``javac``
 the first time a JVM starts (about 1 s) into a cache folder keyed by the sources and the Lucene jar,
 and put on the class path. Without a ``javac`` (a JRE only), or with ``KUERI_JAVA_HELPER=0``, nothing
-is compiled: indexing uses the worker processes of :mod:`kueri.lucene.shards` and topics are searched
+is compiled: indexing uses the worker processes of :mod:`kueri.lucene.workers` and topics are searched
 one after the other: the same index and the same rankings, more slowly.
 
 Cache folder: ``KUERI_JAVA_CACHE``, else ``$XDG_CACHE_HOME/kueri/java`` (``~/.cache/kueri/java``).

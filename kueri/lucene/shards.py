@@ -1,58 +1,29 @@
-"""shards: build an index on several cores as contiguous shards joined in corpus order.
+"""shards: a corpus indexed as contiguous shards joined in corpus order, by one loop and a pluggable executor.
 
-pyjnius must make every Java call from one thread, and Lucene's ``addDocument`` runs in the
-calling thread, so one process indexes on one core. To use more, the corpus is cut into
-contiguous **chunks** (``chunk_passages`` passages each, 50,000 by default), each chunk is indexed
-into its own **shard** by a worker process (its own Python and JVM, heap ``KUERI_WORKER_HEAP``,
-512m by default), and the shards' segments are joined in chunk order into one index of the
-format :mod:`kueri.lucene.index` documents. Scores do not depend on how an index is cut into segments
-(BM25, LM and TF-IDF take index-wide statistics) and doc ids follow the order of the segments, so
-the joined index has the same doc ids as one writer would give: the same scores and the same
-ties, in corpus order (the tests compare every ranking with a sequential build's).
+The corpus is cut into **chunks** of ``chunk_passages`` passages (50,000 by default) once, here; each
+chunk becomes a **shard** (a complete kueri index, :func:`build_shard`, whose segment names are unique
+to its chunk) wherever a :class:`ShardExecutor` builds it: Java threads of this process
+(:mod:`kueri.lucene.threads`), worker processes (:mod:`kueri.lucene.workers`) or Ray tasks
+(:mod:`kueri.lucene.cluster`); the shards are then joined in chunk order (:func:`join_shards`). Scores
+take index-wide statistics and doc ids follow the order of the segments, so the joined index gives the
+same scores and ties as one writer (the tests compare every ranking). Measurements: docs/benchmarks.md.
 
-Who does what:
-
-* this process reads the corpus (:class:`~kueri.parse.PassageReader` as always: the same
-  validation, duplicate check, skip counts and ``file:line`` errors), writes ``ids.txt`` and streams
-  batches of passages to the worker of the current chunk, the one with the least work queued;
-  each worker's queue holds a whole chunk, so that both work while this process streams the next;
-* a worker (``python -c`` running :func:`_worker_main`) builds each chunk it is given with
-  :func:`build_shard` (a complete kueri index of that part, whose segment names are unique to the
-  chunk) and acknowledges batches as Lucene takes them;
-* at the end a worker joins the shards with :func:`join_shards`: their segment files are moved,
-  not copied, and one commit point lists them in chunk order. The index is published atomically,
-  like a sequential build; this process never starts a JVM of its own for it.
-
-A worker dies with its parent (``PR_SET_PDEATHSIG``), so a killed build leaves no process behind
-and no complete index. A corpus of at most one chunk is indexed in this process, as before.
-
-For scale-out, :func:`build_shard` is a function of (passages of a corpus part, shard directory,
-analyzer config) with no shared state; :func:`merge_indexes` joins finished shards into one index
-(``IndexWriter.addIndexes``, which copies) and :func:`kueri.lucene.index.open_shards` searches a list of shards as one
-(a ``MultiReader``) without joining them.
+For scale-out, :func:`merge_indexes` joins finished shards into one index (``IndexWriter.addIndexes``,
+which copies) and :func:`kueri.lucene.index.open_shards` searches a list of shards as one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import pickle
-import queue
 import shutil
-import signal
-import subprocess
-import sys
-import threading
 import time
-import traceback
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
-import kueri
 from kueri.errors import KueriError
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.index import IDS_FILE, directory_size, read_manifest
@@ -75,23 +46,11 @@ log = logging.getLogger(__name__)
 #: needs ~70 MB of RAM buffer); at the end one worker may still build while the other is done,
 #: which a smaller chunk shortens and more segments pay for in search.
 DEFAULT_CHUNK = 50_000
-#: Passages per message to a worker (~1 MB).
+#: Passages per batch handed to an executor (~1 MB).
 BATCH = 1000
-#: A worker's maximum heap: a 50k-passage chunk needs ~70 MB of indexing buffer; the rest keeps
-#: the garbage collector calm. Two workers stay well under 2 GB of resident memory together.
-DEFAULT_WORKER_HEAP = "512m"
-#: Extra JVM options of a worker (``KUERI_WORKER_JVM_OPTIONS`` replaces them), given through
-#: ``JAVA_TOOL_OPTIONS``. Without tiered compilation the JIT compiles far less (C2 only: 2.7 s of
-#: CPU instead of 8.3 s per JVM on 200k passages) for the same indexing speed once warm; with one
-#: JVM per worker that is a large share of a build (868k passages: 116 s -> 90 s of CPU in all).
-DEFAULT_WORKER_JVM_OPTIONS = "-XX:-TieredCompilation"
 SHARDS_SUBDIR = "shards"
 #: Segment numbers reserved per shard (a 50k-passage shard writes 1 segment; this allows millions).
 SEGMENTS_PER_SHARD = 1 << 24
-#: What a worker process runs (its argument: the parent's pid).
-WORKER_SCRIPT = "import sys; from kueri.lucene.shards import _worker_main; sys.exit(_worker_main(int(sys.argv[1])))"
-#: Put in a worker's inbox: close its pipe (it exits once its chunks are built).
-_CLOSE = object()
 
 Triple = tuple[str, str, str]  # (id, contents, DocT5Query expansion)
 
@@ -227,173 +186,6 @@ def merge_indexes(
     return IndexStats(indexed, seconds, directory_size(index_dir), expanded)
 
 
-
-
-@dataclass
-class _Worker:
-    number: int
-    process: subprocess.Popen[bytes]
-    inbox: queue.Queue[Any]
-    sent: int = 0  # passages sent
-    acked: int = 0  # passages Lucene has taken
-    threads: list[threading.Thread] = field(default_factory=list)
-
-    @property
-    def backlog(self) -> int:
-        return self.sent - self.acked
-
-
-class _WorkerPool:
-    """Worker processes fed through pipes by one writer thread each (pickled messages).
-
-    The threads only move bytes (no Java calls, so pyjnius' one-thread rule holds); the bounded
-    inboxes hold this process back when the workers are busy, keeping memory flat.
-    """
-
-    def __init__(self, count: int, analyzer_config: AnalyzerConfig, ram_buffer_mb: float, chunk_size: int) -> None:
-        self.events: queue.Queue[tuple[Any, ...]] = queue.Queue()
-        self.workers: list[_Worker] = []
-        self.done: dict[int, tuple[int, int, float]] = {}
-        self.chunks = 0
-        self.joined = False
-        heap = os.environ.get("KUERI_WORKER_HEAP", DEFAULT_WORKER_HEAP)
-        package_root = str(Path(kueri.__file__).resolve().parent.parent)
-        env = {**os.environ, "KUERI_HEAP": heap}
-        jvm_options = os.environ.get("KUERI_WORKER_JVM_OPTIONS", DEFAULT_WORKER_JVM_OPTIONS)
-        if jvm_options:
-            env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {jvm_options}".strip()
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        # Not ``python -m kueri.lucene.shards``: runpy warns when a package's __init__ has imported the module.
-        command = [sys.executable, "-c", WORKER_SCRIPT, str(os.getpid())]
-        for number in range(count):
-            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-            # Room for a whole chunk (~60 MB): this process streams one chunk at a time, so while it
-            # streams chunk k to one worker, the other must still hold all of chunk k-1 to work on.
-            # With less, the workers would take turns instead of working side by side.
-            worker = _Worker(number, process, queue.Queue(maxsize=chunk_size // BATCH + 2))
-            worker.inbox.put(("config", analyzer_config, ram_buffer_mb))
-            worker.threads = [
-                threading.Thread(target=self._feed, args=(worker,), daemon=True),
-                threading.Thread(target=self._listen, args=(worker,), daemon=True),
-            ]
-            for thread in worker.threads:
-                thread.start()
-            self.workers.append(worker)
-
-    def _feed(self, worker: _Worker) -> None:
-        stdin = worker.process.stdin
-        assert stdin is not None
-        try:
-            while True:
-                message = worker.inbox.get()
-                if message is _CLOSE:
-                    break
-                pickle.dump(message, stdin, protocol=pickle.HIGHEST_PROTOCOL)
-                stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the worker is gone; its exit is reported by _listen / check()
-        finally:
-            with contextlib.suppress(OSError):
-                stdin.close()
-
-    def _listen(self, worker: _Worker) -> None:
-        stdout = worker.process.stdout
-        assert stdout is not None
-        while True:
-            try:
-                message = pickle.load(stdout)  # one Unpickler per message: see _worker_main
-            except (EOFError, OSError, pickle.UnpicklingError):
-                self.events.put(("exit", worker.number))
-                return
-            if message[0] == "ack":
-                worker.acked += message[1]  # only this thread writes it; the main thread reads
-            else:
-                self.events.put(message)
-
-    def check(self, block: float = 0.0) -> None:
-        """Handle workers' reports; raise KueriError when a worker failed or died."""
-        while True:
-            try:
-                event = self.events.get(timeout=block) if block else self.events.get_nowait()
-            except queue.Empty:
-                return
-            block = 0.0
-            if event[0] == "done":
-                _, chunk, indexed, expanded, seconds = event
-                self.done[chunk] = (indexed, expanded, seconds)
-            elif event[0] == "joined":
-                self.joined = True
-            elif event[0] == "error":
-                raise KueriError(event[2] if event[1] == "join" else f"indexing chunk {event[1]} failed: {event[2]}")
-            elif event[0] == "exit":  # stdout closed: after its last chunk, or a crash
-                worker = self.workers[event[1]]
-                code = worker.process.wait()
-                if code != 0:
-                    raise KueriError(f"indexing worker {worker.number} stopped (exit status {code})")
-
-    def send(self, worker: _Worker, message: Any) -> None:
-        while True:
-            try:
-                worker.inbox.put(message, timeout=0.5)
-                return
-            except queue.Full:
-                self.check()
-                if worker.process.poll() is not None:
-                    self.check(block=1.0)
-                    code = worker.process.poll()
-                    raise KueriError(f"indexing worker {worker.number} stopped (exit status {code})") from None
-
-    def start_chunk(self, chunk: int, shard_dir: Path) -> _Worker:
-        """Give chunk ``chunk`` to the worker with the least queued work."""
-        self.check()
-        worker = min(self.workers, key=lambda w: w.backlog)
-        self.send(worker, ("chunk", chunk, str(shard_dir)))
-        self.chunks += 1
-        return worker
-
-    def send_batch(self, worker: _Worker, batch: list[Triple]) -> None:
-        worker.sent += len(batch)
-        self.send(worker, batch)
-
-    def wait_for_chunks(self) -> dict[int, tuple[int, int, float]]:
-        """Wait until every chunk given out is built (or raise)."""
-        while len(self.done) < self.chunks:
-            self.check(block=1.0)
-            if any(w.process.poll() is not None for w in self.workers):
-                self.check(block=1.0)  # its "error" or "exit" report, if still on the way
-                raise KueriError("an indexing worker stopped before all chunks were built")
-        return self.done
-
-    def join(self, target: Path, shard_dirs: Sequence[Path]) -> None:
-        """Have a worker (its JVM is warm; this process need not start one) join the shards."""
-        self.send(self.workers[0], ("join", str(target), [str(d) for d in shard_dirs]))
-        while not self.joined:
-            self.check(block=1.0)
-            if self.workers[0].process.poll() is not None:
-                self.check(block=1.0)
-                raise KueriError("the indexing worker stopped while joining the shards")
-
-    def close(self) -> None:
-        """Let the workers exit (end of their input) and wait for them."""
-        for worker in self.workers:
-            self.send(worker, _CLOSE)
-        for worker in self.workers:
-            code = worker.process.wait()
-            for thread in worker.threads:
-                thread.join(timeout=5)
-            if code != 0:
-                raise KueriError(f"indexing worker {worker.number} ended with exit status {code}")
-
-    def kill(self) -> None:
-        for worker in self.workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-        for worker in self.workers:
-            worker.process.wait()
-            with contextlib.suppress(queue.Full):  # ends its feeding thread
-                worker.inbox.put_nowait(_CLOSE)
-
-
 @dataclass
 class FeedCounts:
     """Passages fed to the shards so far, and how many of them had a DocT5Query expansion."""
@@ -435,164 +227,103 @@ def numbered_batches(passages: Iterable[Passage], chunk_size: int, ids: IO[str],
     bar.update(counts.indexed - bar.n)
 
 
-def build_parallel(
+class ShardExecutor(Protocol):
+    """Where the shards of a build are made. :func:`build_sharded` calls, in this order: ``expect_many()``
+    once a quarter of the first chunk is read, ``open()`` once a whole chunk is (a smaller corpus is indexed
+    by one writer here, after ``abort()``, when ``small_here``); per chunk ``start_chunk``, ``add`` for each
+    batch, ``finish_chunk``; then ``wait``, ``join``, ``close``; ``abort()`` if anything fails."""
+
+    small_here: bool  # a corpus of at most one chunk is indexed by one writer in this process
+    build: dict[str, Any]  # how the shards were built, for the manifest
+    java_exception: type[BaseException] | tuple[()]  # Lucene's exception in this process (if it runs Lucene)
+
+    def expect_many(self) -> None: ...
+
+    def open(self) -> None: ...
+
+    def start_chunk(self, number: int, directory: Path) -> None: ...
+
+    def add(self, batch: list[Triple]) -> None: ...
+
+    def finish_chunk(self) -> None: ...
+
+    def wait(self, indexed: int) -> None: ...
+
+    def join(self, target: Path, shard_dirs: Sequence[Path]) -> None: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+def build_sharded(
     passages: Iterable[Passage],
     index_dir: Path,
     analyzer_config: AnalyzerConfig,
+    executor: ShardExecutor,
     *,
-    workers: int,
-    chunk_passages: int | None = None,
+    chunk_size: int,
     ram_buffer_mb: float = 256.0,
     progress: bool = True,
     metadata: dict[str, Any] | None = None,
 ) -> IndexStats:
-    """:func:`kueri.lucene.build.build_index` with ``workers`` processes (see the module docstring)."""
-    chunk_size = resolve_chunk(chunk_passages)
+    """:func:`kueri.lucene.build.build_index` as shards of ``chunk_size`` passages made by ``executor``."""
     started = time.perf_counter()
     iterator = iter(passages)
-    # A corpus of one chunk or less is indexed here: starting workers would cost more than it
-    # saves. The workers start (Python, JVM, analyzer: ~1 s) once a quarter of the first chunk is
-    # read, so that they are ready when it is complete; a corpus that ends before lets them go.
-    first = list(islice(iterator, max(1, chunk_size // 4)))
-    pool = None
-    if len(first) == max(1, chunk_size // 4):
-        pool = _WorkerPool(workers, analyzer_config, ram_buffer_mb, chunk_size)
+    first: list[Passage] = []
+    if executor.small_here:
+        # Executors start (worker processes: Python, JVM, analyzer, ~1 s) once a quarter of the first chunk
+        # is read, so that they are ready when it is complete; a corpus that ends before lets them go.
         try:
-            first.extend(islice(iterator, chunk_size - len(first)))
+            first = list(islice(iterator, max(1, chunk_size // 4)))
+            if len(first) == max(1, chunk_size // 4):
+                executor.expect_many()
+                first.extend(islice(iterator, chunk_size - len(first)))
         except BaseException:
-            pool.kill()
+            executor.abort()
             raise
-    if len(first) < chunk_size or pool is None:
-        if pool is not None:
-            pool.kill()
-        return build_sequential(first, index_dir, analyzer_config, ram_buffer_mb=ram_buffer_mb,
-                                progress=progress, metadata=metadata)
+        if len(first) < chunk_size:
+            executor.abort()
+            return build_sequential(first, index_dir, analyzer_config, ram_buffer_mb=ram_buffer_mb,
+                                    progress=progress, metadata=metadata)
+    executor.open()
 
     partial = start_partial(index_dir)
     shards_dir = partial / SHARDS_SUBDIR
+    shard_dirs: list[Path] = []
     counts = FeedCounts()
     bar = indexing_bar(progress)
-    chunk, worker = -1, None
     try:
         with open(partial / IDS_FILE, "w", encoding="utf-8") as ids:
             for number, batch in numbered_batches(chain(first, iterator), chunk_size, ids, counts, bar):
-                if worker is None or number != chunk:
-                    if worker is not None:
-                        pool.send(worker, None)  # the end of the previous chunk
-                    chunk = number
-                    worker = pool.start_chunk(chunk, shards_dir / f"{chunk:05d}")
-                pool.send_batch(worker, batch)
-            if worker is not None:
-                pool.send(worker, None)
+                if number == len(shard_dirs):  # the first batch of a chunk
+                    if shard_dirs:
+                        executor.finish_chunk()
+                    shard_dirs.append(shards_dir / f"{number:05d}")
+                    executor.start_chunk(number, shard_dirs[-1])
+                executor.add(batch)
+            if shard_dirs:
+                executor.finish_chunk()
         del first
         bar.close()
-        indexed, expanded = counts.indexed, counts.expanded
-        log.info("indexing the last chunks, then joining %d shards of %d passages ...", chunk + 1, indexed)
-        done = pool.wait_for_chunks()
-        if sum(d[0] for d in done.values()) != indexed:
-            raise KueriError(f"the shards hold {sum(d[0] for d in done.values())} passages, {indexed} were sent")
-        pool.join(partial, [shards_dir / f"{k:05d}" for k in range(chunk + 1)])
-        pool.close()
+        log.info("indexing the last chunks, then joining %d shards of %d passages ...", len(shard_dirs),
+                 counts.indexed)
+        executor.wait(counts.indexed)
+        executor.join(partial, shard_dirs)
+        executor.close()
         shutil.rmtree(shards_dir)
     except BaseException as exc:
         bar.close()
-        pool.kill()
+        executor.abort()
         shutil.rmtree(partial, ignore_errors=True)  # shards are big: leave nothing half-built
-        error = failed_build(exc, index_dir, counts.indexed)  # no Java in this process
+        error = failed_build(exc, index_dir, counts.indexed, executor.java_exception)
         if error is None:
             raise
         raise error from exc
 
     seconds = time.perf_counter() - started
-    build = {"workers": workers, "on": "worker processes", "shards": chunk + 1, "chunk_passages": chunk_size}
-    write_manifest(partial, analyzer_config, indexed, expanded, seconds, {**(metadata or {}), "build": build})
+    build = {**executor.build, "shards": len(shard_dirs), "chunk_passages": chunk_size}
+    write_manifest(partial, analyzer_config, counts.indexed, counts.expanded, seconds,
+                   {**(metadata or {}), "build": build})
     publish(partial, index_dir)
-    return IndexStats(indexed, seconds, directory_size(index_dir), expanded)
-
-
-# --- the worker process ------------------------------------------------------------------------------------
-
-
-def _die_with_parent(parent: int) -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (a killed build leaves no worker)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the closed pipe still ends the worker
-        pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-def _warm_up(analyzer_config: AnalyzerConfig) -> None:
-    """Start the JVM and load the classes of a build while the parent still reads the first chunk."""
-    from kueri.lucene.analyze import build_analyzer
-
-    # The JVM announces JAVA_TOOL_OPTIONS on stderr when it starts ("Picked up ..."): not news
-    # for the user, so stderr is muted for that moment only.
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-            L = lucene()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-    build_analyzer(analyzer_config)
-    for name in ("IndexWriter", "IndexWriterConfig", "FSDirectory", "Document", "Field", "FieldType", "StringField",
-                 "FieldStore", "IndexOptions", "LogByteSizeMergePolicy", "OpenMode", "File"):
-        getattr(L, name)
-
-
-def _worker_main(parent: int) -> int:
-    _die_with_parent(parent)
-    # The protocol owns the real stdout; anything printed (Python or Java) goes to stderr.
-    out: IO[bytes] = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    stdin = sys.stdin.buffer
-
-    def load() -> Any:
-        # A fresh Unpickler per message, as the sender pickles each message with a fresh Pickler:
-        # a reused Unpickler keeps its memo, and the next message's memo references would resolve
-        # to the previous messages' objects.
-        return pickle.load(stdin)
-
-    def report(message: tuple[Any, ...]) -> None:
-        pickle.dump(message, out, protocol=pickle.HIGHEST_PROTOCOL)
-        out.flush()
-
-    _, analyzer_config, ram_buffer_mb = load()
-    _warm_up(analyzer_config)
-    while True:
-        try:
-            message = load()
-        except EOFError:
-            return 0
-        if message[0] == "join":
-            try:
-                join_shards(Path(message[1]), [Path(d) for d in message[2]])
-            except BaseException as exc:
-                report(("error", "join", str(exc) or type(exc).__name__))
-                return 1
-            report(("joined",))
-            continue
-        _, chunk, shard_dir = message
-
-        def part() -> Iterable[Triple]:
-            while True:
-                batch = load()
-                if batch is None:
-                    return
-                yield from batch
-                report(("ack", len(batch)))  # resumed: Lucene has taken the whole batch
-
-        try:
-            stats = build_shard(part(), shard_dir, analyzer_config, ram_buffer_mb=ram_buffer_mb, number=chunk)
-        except BaseException as exc:  # report it; the parent stops the build
-            if not isinstance(exc, KueriError):
-                traceback.print_exc()  # to stderr, which is the parent's
-            report(("error", chunk, str(exc) or type(exc).__name__))
-            return 1
-        report(("done", chunk, stats.indexed, stats.expanded, stats.seconds))
+    return IndexStats(counts.indexed, seconds, directory_size(index_dir), counts.expanded)
