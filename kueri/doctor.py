@@ -23,6 +23,7 @@ from kueri.environment import (
     kernel_path,
     same_bits_as_reference,
 )
+from kueri.files import human_size
 from kueri.lucene import java_status, lucene_status
 from kueri.lucene.analyze import WORDNET_DATA_FILES, WORDNET_DIR, WORDNET_INSTALL_HINT
 
@@ -126,14 +127,6 @@ def report(workdir: str | Path | None = None) -> dict[str, Any]:
     }
 
 
-def _human(size: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return str(size)
-
-
 def report_lines(data: dict[str, Any], every_config: bool = False) -> list[str]:
     """The report in words, a line per item; configurations that cannot run name what they lack
     (``every_config``: every configuration gets a line)."""
@@ -145,7 +138,7 @@ def report_lines(data: dict[str, Any], every_config: bool = False) -> list[str]:
                      f"javac {'yes' if java['javac'] else 'no (a JRE: indexing uses worker processes)'}")
     else:
         java_line = f"MISSING: {java['problem']}"
-    lucene_line = (f"{lucene['version']} in {lucene['jar']} ({_human(lucene['bytes'])})" if lucene["ok"]
+    lucene_line = (f"{lucene['version']} in {lucene['jar']} ({human_size(lucene['bytes'])})" if lucene["ok"]
                    else f"MISSING: {lucene['problem']}")
     if onnx["version"]:
         onnx_line = f"{onnx['version']}; providers {', '.join(onnx['providers']) or onnx.get('problem', '?')}"
@@ -163,7 +156,7 @@ def report_lines(data: dict[str, Any], every_config: bool = False) -> list[str]:
         f"cpu          {cpu['model'] or '?'}; {' '.join(cpu['flags']) or 'no AVX'}; MLAS kernels: {cpu['kernel_path']}",
         "runs         " + ("the same bits as the reference run (AVX2 and FMA)" if cpu["same_bits_as_reference"] else
                            "may differ slightly from the reference run: no AVX2 and FMA (docs/reproducibility.md)"),
-        f"work folder  {work['path']} ({_human(work['bytes'])}{state})",
+        f"work folder  {work['path']} ({human_size(work['bytes'])}{state})",
         f"wordnet      {data['wordnet']['dir']}: {'present' if data['wordnet']['present'] else 'missing'} "
         "(only for --synonyms wordnet)",
         f"optional     {optional}",

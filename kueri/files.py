@@ -146,3 +146,12 @@ def unpack_strings(data: np.ndarray, offsets: np.ndarray) -> list[str]:
     raw = data.tobytes()
     bounds = offsets.tolist()
     return [raw[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def human_size(size: float) -> str:
+    """A size in bytes for people: ``512 B``, ``1.3 MB`` (powers of 1000, as ``du --si``)."""
+    for unit in ("B", "KB", "MB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"

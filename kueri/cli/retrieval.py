@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from kueri.cli.flags import add_analyzer_flags, add_config_flag, add_ranking_flags, add_stage_flags, config_from
+from kueri.config import RunConfig
 from kueri.errors import EnvironmentProblem, KueriError
-from kueri.files import writable_file, writable_folder
-from kueri.records import Run
+from kueri.files import human_size, writable_file, writable_folder
+from kueri.records import Run, Topic
 
 log = logging.getLogger("kueri.cli")
 
@@ -33,14 +34,19 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_search(args: argparse.Namespace) -> int:
-    from kueri.lucene import LuceneIndex
+def _configured(args: argparse.Namespace) -> tuple[RunConfig, list[Topic]]:
+    """The configuration the flags ask for and the topics, once the output file is known to be writable."""
     from kueri.parse import read_topics
-    from kueri.pipeline import search_run, validate_run
 
     writable_file(args.output, "output file")  # before any work
-    config = config_from(args)
-    topics = read_topics(args.topics)
+    return config_from(args), read_topics(args.topics)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from kueri.lucene import LuceneIndex
+    from kueri.pipeline import search_run, validate_run
+
+    config, topics = _configured(args)
     log.info("searching %s: %s", args.index, config.summary())
     with LuceneIndex(args.index) as index:
         run = search_run(index, config, topics)
@@ -50,12 +56,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kueri.parse import read_topics
     from kueri.pipeline import run_config
 
-    writable_file(args.output, "output file")  # before any work
-    config = config_from(args)
-    topics = read_topics(args.topics)
+    config, topics = _configured(args)
     log.info("configuration %s: %s", config.name, config.summary())
     run = run_config(config, args.corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
     write(run, args.output, config.run_tag)
@@ -162,14 +165,6 @@ def cmd_resources(args: argparse.Namespace) -> int:
     return 0
 
 
-def _human(size: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return str(size)
-
-
 def cmd_cache(args: argparse.Namespace) -> int:
     import time
 
@@ -180,9 +175,9 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.prune:
         removed = workfolder.prune(folder, args.older_than, check=True)
         for entry in removed:
-            print(f"removed {entry.path.name} ({entry.about}, {_human(entry.size)})")
+            print(f"removed {entry.path.name} ({entry.about}, {human_size(entry.size)})")
         log.info("%s: removed %d entr%s, %s", folder, len(removed), "y" if len(removed) == 1 else "ies",
-                 _human(sum(e.size for e in removed)))
+                 human_size(sum(e.size for e in removed)))
         return 0
     listed = workfolder.entries(folder)
     broken = 0
@@ -194,8 +189,9 @@ def cmd_cache(args: argparse.Namespace) -> int:
             broken += problem is not None
             status = f"  BROKEN: {problem}" if problem else ("  ok" if entry.kind in ("index", "embeddings") else "")
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.last_used))
-        print(f"  {entry.path.name:40s} {entry.kind:10s} {_human(entry.size):>9s}  used {used}  {entry.about}{status}")
-    print(f"  {len(listed)} entries, {_human(sum(e.size for e in listed))}")
+        size = human_size(entry.size)
+        print(f"  {entry.path.name:40s} {entry.kind:10s} {size:>9s}  used {used}  {entry.about}{status}")
+    print(f"  {len(listed)} entries, {human_size(sum(e.size for e in listed))}")
     if broken:
         log.warning("%d broken entr%s: a run rebuilds them; `kueri cache --prune` removes them now", broken,
                     "y" if broken == 1 else "ies")
