@@ -175,6 +175,15 @@ def _numbered_fields(path: StrPath, maxsplit: int = -1) -> Iterator[tuple[int, l
             raise KueriError(f"{path}:{number + 1}: unreadable ({exc})") from None
 
 
+def _qrels_lines(path: StrPath, layout: str) -> Iterator[tuple[str, list[str]]]:
+    """(``path:line``, its 4 fields) of a qrels file; another number of fields is an error naming ``layout``."""
+    for number, fields in _numbered_fields(path):
+        where = f"{path}:{number}"
+        if len(fields) != 4:
+            raise KueriError(f"{where}: expected 4 fields '{layout}', got {len(fields)}")
+        yield where, fields
+
+
 def _unquote(tag: str) -> str:
     tag = tag.strip()
     if len(tag) >= 2 and tag[0] == tag[-1] and tag[0] in "\"'":
@@ -253,10 +262,7 @@ def read_qrels(path: StrPath) -> dict[str, dict[str, int]]:
     error, since trec_eval would silently use only one of them.
     """
     qrels: dict[str, dict[str, int]] = {}
-    for number, fields in _numbered_fields(path):
-        where = f"{path}:{number}"
-        if len(fields) != 4:
-            raise KueriError(f"{where}: expected 4 fields 'qid iter doc grade', got {len(fields)}")
+    for where, fields in _qrels_lines(path, "qid iter doc grade"):
         qid, _, doc, grade_text = fields
         try:
             grade = int(grade_text)
@@ -278,10 +284,7 @@ def read_stance_qrels(path: StrPath) -> dict[str, dict[str, str]]:
     """
     labels = frozenset(STANCES)
     qrels: dict[str, dict[str, str]] = {}
-    for number, fields in _numbered_fields(path):
-        where = f"{path}:{number}"
-        if len(fields) != 4:
-            raise KueriError(f"{where}: expected 4 fields 'qid 0 doc LABEL', got {len(fields)}")
+    for where, fields in _qrels_lines(path, "qid 0 doc LABEL"):
         qid, second, doc, fourth = fields
         if fourth.upper() in labels:
             label = fourth.upper()
