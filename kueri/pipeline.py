@@ -99,11 +99,7 @@ def index_corpus(
         ray_address=ray_address,
         shard_dir=shard_dir,
         chunk_passages=chunk_passages,
-        metadata={
-            "corpus": corpus_fingerprint(corpus),
-            "read": lambda: reader.stats.read,
-            "skipped": lambda: dict(reader.stats.skipped),
-        },
+        metadata={"corpus": corpus_fingerprint(corpus)},  # the reader's counts are asked of it once it is read
     )
     log.info("%s; indexed %d in %.1f s (%.0f passages/s), index %.1f MB at %s", reader.stats.summary(), stats.indexed,
              stats.seconds, stats.rate, stats.size_bytes / 1e6, index_dir)

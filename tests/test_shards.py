@@ -52,8 +52,7 @@ def parallel_index(tmp_path_factory):
     """The sample indexed on 2 Java threads (kueri's Java helper) in 4 chunks of 700 passages."""
     target = tmp_path_factory.mktemp("parallel") / "idx"
     reader = PassageReader(SAMPLE_CORPUS)
-    stats = build_index(reader, target, V2, progress=False, workers=2, chunk_passages=700,
-                        metadata={"read": lambda: reader.stats.read})
+    stats = build_index(reader, target, V2, progress=False, workers=2, chunk_passages=700)
     index = LuceneIndex(target)
     yield stats, index
     index.close()

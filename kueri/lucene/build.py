@@ -39,8 +39,8 @@ def build_index(
 ) -> IndexStats:
     """Index ``passages`` (in their order) into ``index_dir``, replacing what was there.
 
-    ``metadata`` (corpus paths, read/skip counts, ...) is merged into the manifest; a callable
-    value is called once indexing is done, so counts that the reader only knows at the end fit.
+    ``metadata`` (corpus paths, ...) is merged into the manifest, with the counts of ``passages`` when they
+    come from a reader that keeps them (:meth:`kueri.parse.PassageReader.counts`).
 
     ``workers`` > 1 (default: ``KUERI_WORKERS``, else 2 where there are 2+ cores) builds
     contiguous chunks of ``chunk_passages`` passages on that many Java threads of this process

@@ -35,6 +35,7 @@ from kueri.lucene.writer import (
     indexing_bar,
     open_writer,
     publish,
+    source_counts,
     start_partial,
     write_manifest,
 )
@@ -283,9 +284,9 @@ def build_sharded(
             executor.abort()
             raise
         if len(first) < chunk_size:
-            executor.abort()
+            executor.abort()  # the corpus is read: its reader's counts are final
             return build_sequential(first, index_dir, analyzer_config, ram_buffer_mb=ram_buffer_mb,
-                                    progress=progress, metadata=metadata)
+                                    progress=progress, metadata={**source_counts(passages), **(metadata or {})})
     executor.open()
 
     partial = start_partial(index_dir)
@@ -324,6 +325,6 @@ def build_sharded(
     seconds = time.perf_counter() - started
     build = {**executor.build, "shards": len(shard_dirs), "chunk_passages": chunk_size}
     write_manifest(partial, analyzer_config, counts.indexed, counts.expanded, seconds,
-                   {**(metadata or {}), "build": build})
+                   {**source_counts(passages), **(metadata or {}), "build": build})
     publish(partial, index_dir)
     return IndexStats(counts.indexed, seconds, directory_size(index_dir), counts.expanded)

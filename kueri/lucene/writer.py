@@ -148,11 +148,10 @@ class DocumentWriter:
 
 def write_manifest(directory: Path, analyzer_config: AnalyzerConfig, indexed: int, expanded: int, seconds: float,
                    extra: dict[str, Any] | None) -> None:
-    """The manifest, last file of a build; a callable value of ``extra`` is called now (counts that a
-    reader only knows once it has read everything). Who wrote the index (kueri's and Lucene's versions) and
-    its analysis are recorded so that opening it can refuse an index it must not search
+    """The manifest, last file of a build. Who wrote the index (kueri's and Lucene's versions) and its
+    analysis are recorded so that opening it can refuse an index it must not search
     (:func:`kueri.lucene.index.compatibility_problem`)."""
-    extra = {k: (v() if callable(v) else v) for k, v in (extra or {}).items()}
+    extra = extra or {}
     manifest = {
         "kueri_version": __version__,
         "lucene_version": lucene_version(),  # this process's Lucene, or the jar's when it runs no JVM
@@ -183,6 +182,13 @@ def failed_build(exc: BaseException, index_dir: Path, indexed: int,
     if isinstance(exc, OSError):
         return EnvironmentProblem(f"{index_dir}: indexing failed after {indexed} passages: {exc.strerror or exc}")
     return None
+
+
+def source_counts(passages: object) -> dict[str, Any]:
+    """What the passages' reader counted (``read``, ``skipped``: :meth:`kueri.parse.PassageReader.counts`), asked
+    once it has been read through; nothing for a plain list of passages."""
+    counts = getattr(passages, "counts", None)
+    return dict(counts()) if callable(counts) else {}
 
 
 def start_partial(index_dir: Path) -> Path:
@@ -243,7 +249,8 @@ def build_sequential(
         writer.commit()
         writer.close()
         seconds = time.perf_counter() - started
-        write_manifest(partial, analyzer_config, indexed, expanded, seconds, metadata)
+        write_manifest(partial, analyzer_config, indexed, expanded, seconds,
+                       {**source_counts(passages), **(metadata or {})})
         publish(partial, index_dir)
     except BaseException as exc:
         # A bad passage, a full disk, ^C or SIGTERM: nothing half-built survives, and its space is freed.

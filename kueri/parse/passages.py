@@ -121,6 +121,10 @@ class PassageReader:
         self.stats = ReadStats()
         self.problems: list[str] = []
 
+    def counts(self) -> dict[str, object]:
+        """What an index's manifest records of this reader once it has been read: passages read, lines skipped."""
+        return {"read": self.stats.read, "skipped": dict(self.stats.skipped)}
+
     def __iter__(self) -> Iterator[Passage]:
         seen: set[str] = set()
         for path in self.files:
