@@ -22,7 +22,7 @@ import functools
 import hashlib
 import tempfile
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,16 +229,23 @@ def score_corpus(corpus: str | Path, scores_path: str | Path, model_path: str | 
 # -- score sources for reranking -------------------------------------------------------------------
 
 
-def _debater_scores(corpus: str | Path | None, ids: Collection[str] | None, model_path: str | Path, workers: int,
-                    skip_bad: bool) -> dict[str, float]:
+Texts = Callable[[Sequence[str]], Sequence[str]]  # passage texts by id, in the order asked
+
+
+def _debater_scores(corpus: str | Path | None, ids: Collection[str] | None, texts: Texts | None,
+                    model_path: str | Path, workers: int, skip_bad: bool) -> dict[str, float]:
     return read_quality_scores("debater-2022")
 
 
-def _offline_scores(corpus: str | Path | None, ids: Collection[str] | None, model_path: str | Path, workers: int,
-                    skip_bad: bool) -> dict[str, float]:
-    if corpus is None:
+def _offline_scores(corpus: str | Path | None, ids: Collection[str] | None, texts: Texts | None,
+                    model_path: str | Path, workers: int, skip_bad: bool) -> dict[str, float]:
+    if texts is not None and ids is not None:
+        wanted = sorted(ids)
+        pairs: Iterable[tuple[str, str]] = zip(wanted, texts(wanted), strict=True)
+    elif corpus is not None:
+        pairs = _corpus_pairs(corpus, ids, skip_bad)
+    else:
         raise KueriError("offline quality scores need the corpus (the passage texts)")
-    pairs = _corpus_pairs(corpus, ids, skip_bad)
     return {pid: as_java_float(float(format_score(q))) for pid, q in iter_offline_scores(pairs, model_path, workers)}
 
 
@@ -248,7 +255,7 @@ QUALITY_SOURCES: dict[str, Callable[..., dict[str, float]]] = {"debater": _debat
 
 
 def quality_scores_for(source: str, corpus: str | Path | None = None, ids: Collection[str] | None = None,
-                       *, model_path: str | Path = DEFAULT_MODEL, workers: int = 1,
+                       *, texts: Texts | None = None, model_path: str | Path = DEFAULT_MODEL, workers: int = 1,
                        skip_bad: bool = False) -> dict[str, float]:
     """Quality scores for reranking, as :func:`~kueri.quality.rerank.read_quality_scores` returns them.
 
@@ -257,8 +264,9 @@ def quality_scores_for(source: str, corpus: str | Path | None = None, ids: Colle
     * ``"debater"``: the original team's IBM Debater scores, shipped (64,382 passages; a passage
       without one keeps factor 1.0 in the reranker). For a new corpus, fill a score file with
       ``kueri quality debater`` and pass that file instead.
-    * ``"offline"``: the offline model's scores of the passages of ``corpus`` (required), only of
-      ``ids`` when given (e.g. the passages of the run to rerank: far faster than the corpus).
+    * ``"offline"``: the offline model's scores of the passages of ``corpus``, only of ``ids`` when
+      given (e.g. the passages of the run to rerank: far faster than the corpus); with ``texts`` (the
+      passages' texts by id, e.g. from an index) and ``ids``, the corpus is not read again.
     * anything else: a score file path or a shipped score name (``debater-2022``).
 
     Offline values are rounded to 6 decimals and read as Java floats, exactly as if they had been
@@ -267,4 +275,4 @@ def quality_scores_for(source: str, corpus: str | Path | None = None, ids: Colle
     provider = QUALITY_SOURCES.get(source)
     if provider is None:
         return read_quality_scores(source)
-    return provider(corpus, ids, model_path, workers, skip_bad)
+    return provider(corpus, ids, texts, model_path, workers, skip_bad)

@@ -24,7 +24,9 @@ class QualityRerank(StageDefaults):
         from kueri.quality.offline import quality_scores_for
 
         ids = {hit.doc for hits in run.values() for hit in hits}
-        return rerank(run, quality_scores_for(self.source, context.corpus, ids, skip_bad=context.skip_bad))
+        scores = quality_scores_for(self.source, context.corpus, ids, texts=context.texts("quality"),
+                                    skip_bad=context.skip_bad)
+        return rerank(run, scores)
 
 
 def build(config: Any) -> QualityRerank | None:
