@@ -1,5 +1,6 @@
 # kueri for TIRA: `docker run --rm --network none -v IN:/input:ro -v OUT:/output kueri:latest
-#   my-software.sh -i /input -o /output` (TIRA: my-software.sh -i $inputDataset -o $outputDir).
+#   my-software.sh -i /input -o /output`. Register in TIRA: /usr/local/bin/my-software.sh -i $inputDataset
+#   -o $outputDir (absolute: TIRA's client reads the script from the image, a bare name from WORKDIR).
 # Build with `make image`: Python packages come from a wheelhouse built on the host (build/wheelhouse),
 # so nothing is fetched from the package index inside the build; `BASE` defaults to Debian 12's slim
 # image, and `make image` makes an equivalent one with debootstrap where no registry can be reached.
