@@ -1,7 +1,9 @@
 """The TIRA image, run as TIRA runs it: no network, the input mounted read-only, the output mounted.
 
 The image is built by ``scripts/build_image.sh`` (``make image``) from this checkout; ``KUERI_IMAGE`` names
-an image built already. Where Docker cannot run, every test here is skipped with the reason.
+an image built already. It runs with ``docker run`` and through TIRA's own local client (``tira-run``, PyPI
+``tira``, a test dependency) with the command the README registers. Where Docker cannot run, every test
+here is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import gzip
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +50,48 @@ def shared_folder(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def image_work(default_tira_run, tmp_path_factory) -> Path:
+    """A work folder for the image's default runs, shared by this module's tests.
+
+    The checkout's passage embeddings are handed over (they are the slow part, keyed by text); the first
+    default run in the image adds its own index, which the later ones reuse.
+    """
+    work = shared_folder(tmp_path_factory.mktemp("image-work"))
+    for cached in default_tira_run.workdir.glob("embeddings-*.npz"):
+        shutil.copy(cached, work / cached.name)
+        (work / cached.name).chmod(0o666)
+    return work
+
+
+#: Where the image keeps its work folder when no -w is given (its user's ~/.cache/kueri/work).
+IMAGE_WORKDIR = "/home/kueri/.cache/kueri/work"
+
+
+def registered_command() -> str:
+    """The command the README tells people to register in TIRA, as written there."""
+    found = re.findall(r"Register the command `([^`]+)` in TIRA", (ROOT / "README.md").read_text())
+    assert len(found) == 1, "README.md must name one command to register in TIRA"
+    return found[0]
+
+
+def tira_run(image: str, input_dir: Path, output_dir: Path, command: str, *options: str):
+    """TIRA's local client (``tira-run``, as its documentation gives it to participants) on the image.
+
+    It runs with no network where this user may make a network namespace (``unshare -n``), to show it
+    needs none; its cache folder is kept out of the home folder.
+    """
+    client = Path(sys.executable).parent / "tira-run"
+    if not client.is_file():
+        pytest.skip(f"TIRA's client is not installed ({client}): pip install -e '.[test]'")
+    args = [str(client), "--input-directory", str(input_dir), "--image", image, "--command", command,
+            "--output-directory", str(output_dir), "--fail-if-output-is-empty", *options]
+    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
+        args = ["unshare", "-n", *args]
+    cache = output_dir.parent / "tira-cache"
+    return run_command(args, cwd=output_dir.parent, env={"TIRA_CACHE_DIR": str(cache)}, timeout=1200)
+
+
 def run_image(image: str, input_dir: Path, output_dir: Path, *args: str, work: Path | None = None):
     command = ["docker", "run", "--rm", "--network", "none", "-v", f"{input_dir}:/input:ro", "-v",
                f"{output_dir}:/output"]
@@ -73,15 +118,11 @@ def test_the_image_indexes_on_java_threads(image):
     assert result.stdout.strip() == "True"
 
 
-def test_the_default_run_in_the_image_is_the_checkouts(image, default_tira_run, tmp_path):
-    # The checkout's passage embeddings are handed over (they are the slow part, keyed by text); the
-    # index, the query embeddings, the second stage and the stance labels are all computed in the image.
-    work = shared_folder(tmp_path / "work")
-    for cached in default_tira_run.workdir.glob("embeddings-*.npz"):
-        shutil.copy(cached, work / cached.name)
-        (work / cached.name).chmod(0o666)
+def test_the_default_run_in_the_image_is_the_checkouts(image, image_work, default_tira_run, tmp_path):
+    # The passage embeddings are the checkout's (image_work); the index, the query embeddings, the second
+    # stage and the stance labels are all computed in the image.
     out = shared_folder(tmp_path / "out")
-    result = run_image(image, SAMPLE, out, work=work)
+    result = run_image(image, SAMPLE, out, work=image_work)
     assert result.returncode == 0, result.stderr
     per_topic = check_touche_run(out / "run.txt", {line.split()[0] for line in (out / "run.txt").open()})
     assert len(per_topic) == 50
@@ -89,6 +130,23 @@ def test_the_default_run_in_the_image_is_the_checkouts(image, default_tira_run, 
     scores = run_command([sys.executable, "-m", "kueri", "evaluate", str(out / "run.txt"), "--qrels", str(QRELS),
                           "--json"])
     check_default_ndcg5(json.loads(scores.stdout)["nDCG@5"])
+
+
+def test_tira_run_with_the_registered_command_writes_the_checkouts_run(image, image_work, default_tira_run, tmp_path):
+    """TIRA's client, with the README's command as written: the same run as the checkout's, byte for byte.
+
+    The work folder is mounted where the image keeps it (with the index of the run above), so this costs a
+    warm run; the command is the registered one, untouched.
+    """
+    command = registered_command()
+    out = shared_folder(tmp_path / "out")
+    result = tira_run(image, SAMPLE, out, command, "-v", f"{image_work}:{IMAGE_WORKDIR}:rw")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"# command={command}" in result.stdout  # the client ran the command as registered
+    assert "wrote 9145 lines for 50 topics to /tira-data/output/run.txt" in result.stdout
+    assert (out / "run.txt").read_bytes() == (default_tira_run.out / "run.txt").read_bytes()
+    # besides the run, at most the client's own record of it (its tracker's)
+    assert set(os.listdir(out)) <= {"run.txt", ".tracking-results.yml"}
 
 
 def test_a_cold_run_in_the_image_equals_the_checkouts(image, tmp_path):
@@ -114,4 +172,33 @@ def test_a_corrupt_input_fails_in_the_image_and_writes_no_run(image, tmp_path):
     result = run_image(image, folder, out)
     assert result.returncode == 1
     assert "passages.jsonl.gz:1500: malformed JSON" in result.stderr and "Traceback" not in result.stderr
+    assert not (out / "run.txt").exists()
+
+
+def test_a_corrupt_input_fails_cleanly_through_tira_run(image, tmp_path):
+    """One line naming the file and line, no traceback, no run.txt.
+
+    tira-run 0.0.207 does not pass the software's exit status on (its own TODO) and its tracker writes
+    ``.tracking-results.yml`` even then, so the client exits 0: the failure shows in what it prints and in
+    the missing run.txt (the README says so).
+    """
+    folder = corrupt_input(tmp_path)
+    out = shared_folder(tmp_path / "out")
+    result = tira_run(image, folder, out, registered_command())
+    assert "kueri: error: /tira-data/input/passages.jsonl.gz:1500: malformed JSON" in result.stdout
+    assert "Traceback" not in result.stdout
+    assert not (out / "run.txt").exists()
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_the_image_reads_tiras_environment_variables(image, tmp_path):
+    """No -i / -o: TIRA_INPUT_DATASET and TIRA_OUTPUT_DIR say where (a corrupt input: it fails at once)."""
+    folder = corrupt_input(tmp_path)
+    out = shared_folder(tmp_path / "out")
+    result = subprocess.run(["docker", "run", "--rm", "--network", "none", "-v", f"{folder}:/data/in:ro", "-v",
+                             f"{out}:/data/out", "-e", "TIRA_INPUT_DATASET=/data/in", "-e",
+                             "TIRA_OUTPUT_DIR=/data/out", image, "my-software.sh"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr
+    assert "kueri: error: /data/in/passages.jsonl.gz:1500: malformed JSON" in result.stderr
     assert not (out / "run.txt").exists()
