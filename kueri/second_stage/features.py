@@ -17,7 +17,7 @@ The groups (names in :data:`FEATURES`):
   original's multiplicative rerank (score x quality) is one of the linear combinations;
 * **objects**: whether and how often each object is named, in how many sentences both are, how early
   the first mention comes, and how close the nearest mentions of the two objects are. Object matching
-  is the stance stage's (:class:`kueri.stance.features.ObjectMatcher`: plurals, possessives, acronyms,
+  is the stance stage's (:class:`kueri.objects.ObjectMatcher`: plurals, possessives, acronyms,
   short forms of multi-word objects);
 * **comparative language**: comparative cue words (``better``, ``than``, ``vs``, ``advantages`` ...)
   anywhere, in sentences that name an object, in sentences that name both, and right next to an object
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, fold, mask_passage, tokens
 from kueri.records import Hit, Topic
-from kueri.stance.features import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, fold, mask_passage, tokens
 
 #: The values of :func:`text_features`, in order.
 TEXT_FEATURES: tuple[str, ...] = (

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kueri.errors import KueriError
+from kueri.objects import ObjectMatcher, mask_passage
 from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress as with_progress
 from kueri.records import Hit, Run, Topic
-from kueri.stance.features import ObjectMatcher, mask_passage
 from kueri.stance.model import DEFAULT_MODEL, LABELS, StanceModel
 
 if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type

@@ -48,18 +48,8 @@ import numpy as np
 from kueri import resources
 from kueri.arithmetic import exps, row_dots
 from kueri.errors import KueriError, SetupError
-from kueri.stance.features import (
-    DENSE_FEATURES,
-    OBJ1,
-    OBJ2,
-    MaskedPassage,
-    ObjectMatcher,
-    dense_features,
-    mask_passage,
-    ngrams,
-    sentence_sentiments,
-    swap_tokens,
-)
+from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, swap_tokens
+from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, sentence_sentiments
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
 DEFAULT_MODEL = resources.path("models", "stance-v1.npz")
