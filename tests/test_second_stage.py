@@ -257,7 +257,7 @@ def test_valid_run_for_all_topics_of_the_sample(row15, topics, tmp_path):
     write_run(reranked, path, "kueri_second_stage")
     assert {q: [h.doc for h in hits] for q, hits in read_run(path).items()} == \
         {q: [h.doc for h in hits] for q, hits in reranked.items()}  # the file ranks as the model says
-    assert times.passages > 0 and times.extra["total"] > 0
+    assert times.passages > 0 and times.seconds["total"] > 0
 
 
 def test_wordpiece_gives_the_models_ids():
@@ -320,7 +320,7 @@ def test_the_default_model_reranks_with_the_neural_feature(row15, topics):
     times = CandidateTimes()
     reranked = second_stage(some, topics, index, depth=10, times=times)  # the default: second-stage-v2
     validate_run(reranked, topics)
-    assert times.dense > 0 and times.pairs == sum(min(10, len(h)) for h in some.values())
+    assert times.of("neural") > 0 and times.pairs == sum(min(10, len(h)) for h in some.values())
     for qid, hits in reranked.items():
         assert sorted(h.doc for h in hits[:10]) == sorted(h.doc for h in some[qid][:10])
         assert [h.doc for h in hits[10:]] == [h.doc for h in some[qid][10:]]

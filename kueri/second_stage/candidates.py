@@ -8,7 +8,8 @@ its cost grows with the number of candidates (topics x depth), not with the corp
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -65,21 +66,27 @@ class Candidates:
 class CandidateTimes:
     """Seconds spent per part (the report of :func:`collect`), to see what the second stage costs."""
 
-    texts: float = 0.0
-    quality: float = 0.0
-    dense: float = 0.0
-    queries: float = 0.0
-    features: float = 0.0
+    seconds: dict[str, float] = field(default_factory=dict)  # part or encoder name -> seconds
     passages: int = 0  # distinct passages whose text and quality were computed
     pairs: int = 0  # (topic, passage) feature rows
-    extra: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def timing(self, part: str) -> Iterator[None]:
+        """Adds the time spent in the ``with`` block to ``part``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - start
+
+    def of(self, part: str) -> float:
+        return self.seconds.get(part, 0.0)
 
     def summary(self) -> str:
-        encoders = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.extra.items()
-                             if name in ("minilm", "e5"))
-        return (f"{self.pairs} candidates ({self.passages} passages): texts {self.texts:.1f} s, quality "
-                f"{self.quality:.1f} s, neural {self.dense:.1f} s{f' ({encoders})' if encoders else ''}, queries "
-                f"{self.queries:.1f} s, features {self.features:.1f} s")
+        encoders = ", ".join(f"{name} {self.of(name):.1f} s" for name in ("minilm", "e5") if name in self.seconds)
+        return (f"{self.pairs} candidates ({self.passages} passages): texts {self.of('texts'):.1f} s, quality "
+                f"{self.of('quality'):.1f} s, neural {self.of('neural'):.1f} s{f' ({encoders})' if encoders else ''}, "
+                f"queries {self.of('queries'):.1f} s, features {self.of('features'):.1f} s")
 
 
 def objects_query_text(topic: Topic) -> str:
@@ -127,38 +134,31 @@ def collect(
     feedback = {qid: [hit.doc for hit in run[qid][:PRF_DEPTH]] for qid in numbers}
     embedded = sorted(set(pids).union(*feedback.values())) if encoders.minilm is not None else pids
 
-    start = time.perf_counter()
-    text_of = dict(zip(embedded, (t or "" for t in index.contents_of(embedded, "second stage")), strict=True))
-    times.texts += time.perf_counter() - start
-
-    start = time.perf_counter()
-    quality_of = {pid: quality(text_of[pid]) for pid in pids}
-    times.quality += time.perf_counter() - start
-
-    start = time.perf_counter()
-    whole_topic = {f for f in (wanted if wanted is not None else FEATURES) if f not in TITLE_FEATURES}
-    neural = _neural_columns(encoders, heads, pids, feedback, [by_number[q] for q in numbers], text_of, times,
-                             whole_topic)
-    times.dense += time.perf_counter() - start
+    with times.timing("texts"):
+        text_of = dict(zip(embedded, (t or "" for t in index.contents_of(embedded, "second stage")), strict=True))
+    with times.timing("quality"):
+        quality_of = {pid: quality(text_of[pid]) for pid in pids}
+    with times.timing("neural"):
+        whole_topic = {f for f in (wanted if wanted is not None else FEATURES) if f not in TITLE_FEATURES}
+        neural = _neural_columns(encoders, heads, pids, feedback, [by_number[q] for q in numbers], text_of, times,
+                                 whole_topic)
 
     scorer = PassageScorer(index)
     candidates: dict[str, Candidates] = {}
     for qid in with_progress(numbers, "second stage", "topics", enabled=progress):
         hits, topic = heads[qid], by_number[qid]
         ids = [hit.doc for hit in hits]
-        start = time.perf_counter()
-        # Scored over the whole run (one filtered search each): relative to the run's best, the features are
-        # the same at any depth, as the model was trained (on all of the sample's hits).
-        every = [hit.doc for hit in run[qid]]
-        objects_rel = relative(scorer.scores(objects_query_text(topic), every))[: len(ids)]
-        comparative_rel = relative(scorer.scores(comparative_query_text(topic), every))[: len(ids)]
-        fields_rel = {f"{key}_bm25_rel": relative(scorer.scores(getattr(topic, attribute), every))[: len(ids)]
-                      for key, attribute in TOPIC_FIELDS.items() if f"{key}_bm25_rel" in whole_topic}
-        times.queries += time.perf_counter() - start
-        start = time.perf_counter()
-        matrix = topic_features(topic, hits, [text_of[pid] for pid in ids], [quality_of[pid] for pid in ids],
-                                objects_rel, comparative_rel, neural.get(qid), fields_rel)
-        times.features += time.perf_counter() - start
+        with times.timing("queries"):
+            # Scored over the whole run (one filtered search each): relative to the run's best, the features are
+            # the same at any depth, as the model was trained (on all of the sample's hits).
+            every = [hit.doc for hit in run[qid]]
+            objects_rel = relative(scorer.scores(objects_query_text(topic), every))[: len(ids)]
+            comparative_rel = relative(scorer.scores(comparative_query_text(topic), every))[: len(ids)]
+            fields_rel = {f"{key}_bm25_rel": relative(scorer.scores(getattr(topic, attribute), every))[: len(ids)]
+                          for key, attribute in TOPIC_FIELDS.items() if f"{key}_bm25_rel" in whole_topic}
+        with times.timing("features"):
+            matrix = topic_features(topic, hits, [text_of[pid] for pid in ids], [quality_of[pid] for pid in ids],
+                                    objects_rel, comparative_rel, neural.get(qid), fields_rel)
         candidates[qid] = Candidates(qid, list(hits), matrix)
     times.passages += len(pids)
     times.pairs += sum(len(h) for h in heads.values())
@@ -172,9 +172,9 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
     """``{topic: {feature: column}}`` of the neural features whose encoder is given (each passage embedded once).
 
     ``pids``: the distinct passages of ``heads``; ``text_of`` also holds the ``feedback`` passages' texts.
-    ``times.extra`` gets each encoder's seconds."""
+    ``times`` gets each encoder's seconds."""
     columns: dict[str, dict[str, list[float]]] = {t.number: {} for t in topics}
-    spent = times.extra if times is not None else {}
+    times = times if times is not None else CandidateTimes()
 
     def embed(encoder: TextEncoder, pids: list[str]) -> dict[str, np.ndarray]:
         return dict(zip(pids, encoder.passages([text_of[pid] for pid in pids]), strict=True))
@@ -184,25 +184,23 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
         return np.stack([embedding_of[pid] for pid in ids]) if ids else np.zeros((0, dimension), dtype=np.float32)
 
     if encoders.minilm is not None:
-        start = time.perf_counter()
         minilm = encoders.minilm
-        embedding_of = embed(minilm, sorted(set(pids).union(*feedback.values())))
-        for topic, title in zip(topics, minilm.queries([t.title for t in topics]), strict=True):
-            passages = head(embedding_of, topic.number, minilm.dimension)
-            top = np.stack([embedding_of[pid] for pid in feedback[topic.number]])
-            columns[topic.number]["dense_title"] = row_dots(passages, title).tolist()
-            columns[topic.number]["dense_prf"] = row_dots(passages, unit(title + top.mean(axis=0))).tolist()
-        _field_columns(minilm, "dense", topics, whole_topic, columns, lambda qid: head(embedding_of, qid,
-                                                                                      minilm.dimension))
-        spent["minilm"] = spent.get("minilm", 0.0) + time.perf_counter() - start
+        with times.timing("minilm"):
+            embedding_of = embed(minilm, sorted(set(pids).union(*feedback.values())))
+            for topic, title in zip(topics, minilm.queries([t.title for t in topics]), strict=True):
+                passages = head(embedding_of, topic.number, minilm.dimension)
+                top = np.stack([embedding_of[pid] for pid in feedback[topic.number]])
+                columns[topic.number]["dense_title"] = row_dots(passages, title).tolist()
+                columns[topic.number]["dense_prf"] = row_dots(passages, unit(title + top.mean(axis=0))).tolist()
+            _field_columns(minilm, "dense", topics, whole_topic, columns,
+                           lambda qid: head(embedding_of, qid, minilm.dimension))
     if encoders.e5 is not None:
-        start = time.perf_counter()
         e5 = encoders.e5
-        embedding_of = embed(e5, pids)
-        for topic, title in zip(topics, e5.queries([t.title for t in topics]), strict=True):
-            columns[topic.number]["e5_title"] = row_dots(head(embedding_of, topic.number, e5.dimension), title).tolist()
-        _field_columns(e5, "e5", topics, whole_topic, columns, lambda qid: head(embedding_of, qid, e5.dimension))
-        spent["e5"] = spent.get("e5", 0.0) + time.perf_counter() - start
+        with times.timing("e5"):
+            e5_of = embed(e5, pids)
+            for topic, title in zip(topics, e5.queries([t.title for t in topics]), strict=True):
+                columns[topic.number]["e5_title"] = row_dots(head(e5_of, topic.number, e5.dimension), title).tolist()
+            _field_columns(e5, "e5", topics, whole_topic, columns, lambda qid: head(e5_of, qid, e5.dimension))
     return columns
 
 

@@ -159,6 +159,6 @@ def second_stage(
             reranked[qid] = reorder_head(hits, model.score(candidates[qid].features).tolist())
         else:
             reranked[qid] = list(hits)
-    times.extra["total"] = time.perf_counter() - started
-    log.info("second stage: %s; %.1f s in all", times.summary(), times.extra["total"])
+    times.seconds["total"] = time.perf_counter() - started
+    log.info("second stage: %s; %.1f s in all", times.summary(), times.seconds["total"])
     return reranked
