@@ -18,6 +18,11 @@ def add_config_flag(parser: argparse.ArgumentParser) -> None:
                         help="named configuration (see `kueri configs`); the flags below replace parts of it")
 
 
+def add_workdir_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workdir", help="where indexes and caches are kept (default: KUERI_WORKDIR, else the "
+                        "checkout's work/, else ~/.cache/kueri/work)")
+
+
 def add_analyzer_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("analysis (replaces that part of the configuration's analyzer; the default "
                                       "configuration's is kueristopv2 + Porter)")

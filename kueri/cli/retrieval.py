@@ -8,7 +8,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kueri.cli.flags import add_analyzer_flags, add_config_flag, add_ranking_flags, add_stage_flags, config_from
+from kueri.cli.flags import (
+    add_analyzer_flags,
+    add_config_flag,
+    add_ranking_flags,
+    add_stage_flags,
+    add_workdir_flag,
+    config_from,
+)
 from kueri.config import RunConfig
 from kueri.errors import EnvironmentProblem, KueriError
 from kueri.files import human_size, writable_file, writable_folder
@@ -199,6 +206,17 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topics_to_run_parser(sub: Any, common: argparse.ArgumentParser, name: str, summary: str, source: str,
+                          source_help: str) -> argparse.ArgumentParser:
+    """A command that reads topics from ``source`` (an index or a corpus) and writes a run, with --config."""
+    p = sub.add_parser(name, parents=[common], help=summary)
+    p.add_argument(source, required=True, help=source_help)
+    p.add_argument("--topics", required=True, help="topics XML (Touché's format)")
+    p.add_argument("--output", required=True, help="the run file to write")
+    add_config_flag(p)
+    return p
+
+
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("index", parents=[common], help="index a corpus")
     p.add_argument("--corpus", required=True, help=".jsonl/.jsonl.gz file or a folder of them")
@@ -215,22 +233,15 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     add_analyzer_flags(p)
     p.set_defaults(func=cmd_index)
 
-    p = sub.add_parser("search", parents=[common], help="search topics in an index, write a run")
-    p.add_argument("--index", required=True)
-    p.add_argument("--topics", required=True)
-    p.add_argument("--output", required=True)
-    add_config_flag(p)
+    p = _topics_to_run_parser(sub, common, "search", "search topics in an index, write a run",
+                              "--index", "an index folder (kueri index)")
     add_ranking_flags(p)
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("run", parents=[common], help="index (cached) + search a configuration end to end")
-    p.add_argument("--corpus", required=True)
-    p.add_argument("--topics", required=True)
-    p.add_argument("--output", required=True)
-    p.add_argument("--workdir", help="where indexes and caches are kept (KUERI_WORKDIR, else the checkout's work/, "
-                   "else ~/.cache/kueri/work)")
-    p.add_argument("--skip-bad", action="store_true")
-    add_config_flag(p)
+    p = _topics_to_run_parser(sub, common, "run", "index (cached) + search a configuration end to end",
+                              "--corpus", ".jsonl/.jsonl.gz file or a folder of them")
+    add_workdir_flag(p)
+    p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
     add_analyzer_flags(p)
     add_ranking_flags(p)
     add_stage_flags(p)
@@ -242,8 +253,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tira_input, tira_output = os.environ.get("TIRA_INPUT_DATASET") or None, os.environ.get("TIRA_OUTPUT_DIR") or None
     p.add_argument("-i", "--input", default=tira_input, required=not tira_input, help="default: $TIRA_INPUT_DATASET")
     p.add_argument("-o", "--output", default=tira_output, required=not tira_output, help="default: $TIRA_OUTPUT_DIR")
-    p.add_argument("--workdir")
-    p.add_argument("--skip-bad", action="store_true")
+    add_workdir_flag(p)
+    p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
     add_config_flag(p)
     add_stage_flags(p)
     p.set_defaults(func=cmd_tira)
@@ -290,8 +301,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                        description="The work folder is a cache: every entry is rebuilt when missing or broken. "
                        "This lists its entries (what, size, last used); --verify checks each thoroughly (Lucene's "
                        "CheckIndex for indexes); --prune removes broken entries, unfinished builds and leftovers.")
-    p.add_argument("--workdir", help="the work folder (default: KUERI_WORKDIR, else the checkout's work/, else "
-                   "~/.cache/kueri/work)")
+    add_workdir_flag(p)
     action = p.add_mutually_exclusive_group()
     action.add_argument("--verify", action="store_true", help="check every entry (exit 1 if one is broken)")
     action.add_argument("--prune", action="store_true", help="remove broken, unfinished and leftover entries")
