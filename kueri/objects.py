@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
+from kueri import resources
+
 #: Tokens that replace mentions of the first / second object. Upper case: every other token is lower-cased,
 #: so no word of a text can be mistaken for them.
 OBJ1, OBJ2 = "OBJ1", "OBJ2"
@@ -29,11 +31,7 @@ _POSSESSIVE = re.compile(r"['’]s$")
 _ACRONYM_PLURAL = re.compile(r"[A-Z][A-Z0-9]+s")
 
 # Words that never identify an object on their own (a short form made only of these is dropped).
-_FUNCTION_WORDS = frozenset({
-    "a", "an", "the", "of", "in", "on", "at", "to", "for", "with", "by", "from", "and", "or", "but", "vs",
-    "versus", "is", "are", "be", "it", "its", "my", "your", "their", "our", "do", "does", "use", "using", "than",
-    "more", "less", "one", "some", "all", "any", "this", "that", "these", "those", "i", "you", "we", "they",
-})
+_FUNCTION_WORDS = resources.word_list("object-function-words")
 
 
 def tokens(text: str) -> list[str]:

@@ -58,12 +58,7 @@ def stoplist_name(name_or_path: str) -> str:
 
 def read_stoplist(name_or_path: str) -> set[str]:
     """The words of a stoplist as Lucene's wordset format reads them (trimmed, no #, lower case)."""
-    words = set()
-    for line in stoplist_path(name_or_path).read_text(encoding="utf-8-sig").splitlines():
-        word = line.strip()
-        if word and not word.startswith("#"):
-            words.add(word.lower())
-    return words
+    return set(resources.read_words(stoplist_path(name_or_path)))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ import math
 import re
 from operator import add
 
+from kueri import resources
+
 #: Character n-gram lengths (the issue's feasibility runs: character n-grams carry most of the signal).
 CHAR_NGRAM_RANGE = (1, 4)
 
@@ -20,12 +22,7 @@ _WHITESPACE_RUNS = re.compile(r"\s\s+")
 # As scikit-learn's default token_pattern: words of 2+ word characters.
 _WORD = re.compile(r"(?u)\b\w\w+\b")
 _SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
-_FUNCTION_WORDS = frozenset({
-    "the", "a", "an", "and", "or", "but", "of", "to", "in", "on", "for", "with", "is", "are", "was", "were",
-    "be", "been", "it", "this", "that", "these", "those", "i", "you", "he", "she", "we", "they", "not", "as",
-    "by", "at", "from", "have", "has", "had", "do", "does", "did", "will", "would", "can", "could", "should",
-    "may", "might",
-})
+_FUNCTION_WORDS = resources.word_list("quality-function-words")
 
 
 def in_training_half(passage_id: str) -> bool:

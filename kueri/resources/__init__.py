@@ -11,7 +11,8 @@ from any directory with no checkout around:
   passages of the corpus), a TIRA input folder;
 * ``qrels/``: the 2020-2022 judgments (for measuring) and the team's own (for the RF rows);
 * ``quality/``: the original team's IBM Debater scores of the sample's passages;
-* ``training/``: the stance model's training data.
+* ``training/``: the stance model's training data;
+* ``wordlists/``: the function-word lists of the object matcher and the model features.
 
 Lucene's analyzers read stoplists by file path, so the data must be real files: true for every
 normal install (pip unpacks wheels); a zipped install gets a clear error instead.
@@ -19,6 +20,7 @@ normal install (pip unpacks wheels); a zipped install gets a clear error instead
 
 from __future__ import annotations
 
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
@@ -32,6 +34,7 @@ FOLDERS = {
     "stoplists": "the stoplists of the paper's experiments",
     "quality": "the original team's IBM Debater quality scores of the sample's passages",
     "training": "the stance model's training data (CompSent-19, Touché 2022 stance train)",
+    "wordlists": "the function-word lists of the object matcher and the quality and second-stage features",
 }
 
 
@@ -64,3 +67,16 @@ def qrels() -> Path:
 
 def sample() -> Path:
     return path("sample")
+
+
+def read_words(file: Path) -> frozenset[str]:
+    """The words of a word-per-line file as Lucene's wordset format reads them (trimmed, lower case; empty
+    lines and ``#`` comments skipped)."""
+    lines = file.read_text(encoding="utf-8-sig").splitlines()
+    return frozenset(word.lower() for line in lines if (word := line.strip()) and not word.startswith("#"))
+
+
+@cache
+def word_list(name: str) -> frozenset[str]:
+    """A shipped word list, ``wordlists/NAME.txt``."""
+    return read_words(path("wordlists", f"{name}.txt"))

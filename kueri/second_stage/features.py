@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kueri import resources
 from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, fold, mask_passage, tokens
 from kueri.records import Hit, Topic
 
@@ -117,12 +118,7 @@ QUERY_CUES = ("better", "worse", "than", "vs", "versus", "compared", "comparison
               "disadvantages", "pros", "cons", "prefer")
 FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "my", "me", "we", "our"})
 # Title words that say "this is a comparison" rather than what it is about (kept out of title_coverage).
-_TITLE_FUNCTION_WORDS = frozenset({
-    "which", "what", "who", "why", "how", "is", "are", "was", "be", "do", "does", "should", "i", "a", "an",
-    "the", "or", "and", "of", "to", "for", "in", "on", "with", "than", "better", "best", "more", "vs", "versus",
-    "between", "difference", "differences", "advantages", "disadvantages", "pros", "cons", "good", "bad",
-    "it", "my", "me", "you", "your", "can", "could", "would", "at", "as", "by", "from", "over", "use", "get",
-})
+_TITLE_FUNCTION_WORDS = resources.word_list("title-function-words")
 _PASSAGE_NUMBER = re.compile(r"___(\d+)$")
 _OBJECTS = (OBJ1, OBJ2)
 
