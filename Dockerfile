@@ -24,12 +24,10 @@ RUN set -e; set -- /wheelhouse/pip-*.whl; pip="/opt/kueri/bin/python $1/pip"; \
 
 FROM system
 COPY --from=install /opt/kueri /opt/kueri
-# kueri's Java helper (Lucene on Java threads), compiled on the host: the image has no javac.
-COPY build/java-helper /opt/kueri/java
 COPY my-software.sh /usr/local/bin/my-software.sh
 RUN useradd --create-home --uid 1000 kueri
 USER kueri
 WORKDIR /home/kueri
 # The work folder (index, embeddings) defaults to ~/.cache/kueri/work inside the container.
-ENV PATH=/opt/kueri/bin:$PATH KUERI_PYTHON=/opt/kueri/bin/python KUERI_JAVA_CACHE=/opt/kueri/java
+ENV PATH=/opt/kueri/bin:$PATH KUERI_PYTHON=/opt/kueri/bin/python
 CMD ["my-software.sh", "-h"]

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 OUT    ?= out
 
-.PHONY: install demo test test-fast wheel image test-image lint debian-packages clean
+.PHONY: install demo test test-fast wheel image test-image lint debian-packages java-helper clean
 
 install: $(VENV)/.installed
 
@@ -43,6 +43,11 @@ test: install debian-packages
 # The fast loop: every unit-level test, under 2 minutes on 2 cores.
 test-fast: install
 	$(BIN)/pytest -q -m "not slow"
+
+# kueri's Java helper, compiled into the classes the package ships: run after editing kueri/lucene/java/*.java
+# (needs a JDK's javac), and commit the classes with the sources.
+java-helper: install
+	$(BIN)/python scripts/compile_java_helper.py
 
 # A wheel in dist/ (package data included); install it with pip, then pip install --no-deps pyserini==0.25.0.
 wheel: install

@@ -10,8 +10,8 @@ shared machine hit both):
 
 * **kueri**: ``python -m kueri index --config row-01`` (lucene stoplist; fields id stored,
   contents stored with term vectors, docs+freqs, no positions, docT5Query), on Java threads of one
-  JVM (kueri's Java helper); ``kueri-processes`` is the same build without the helper
-  (``KUERI_JAVA_HELPER=0``: one worker process and JVM per core), the way kueri indexed before;
+  JVM (kueri's Java helper); ``kueri-one-writer`` is the same build without the helper
+  (``KUERI_JAVA_HELPER=0``: one writer in one thread);
 * **Anserini** ``IndexCollection`` from the same fat jar on the same passages, with the options
   closest to that: ``-collection JsonCollection -generator DefaultLuceneDocumentGenerator
   -threads 2 -storeContents -storeDocvectors -stemmer none`` (contents stored, docs+freqs, term
@@ -21,7 +21,7 @@ shared machine hit both):
   ``--split-files`` files (8), its best case (an input kueri is not given);
 
 measuring wall time (process start to exit, JVM start included), CPU time, peak resident memory of
-the whole process tree (sampled from /proc every 0.1 s: kueri's worker processes and JVMs
+the whole process tree (sampled from /proc every 0.1 s: every process and JVM
 included) and index size. After each kueri build, a fresh process times search on it: the 50
 topics at depth 1000 with BM25 (row-01), with the objects filter (row-08) and relevance feedback
 (:mod:`kueri.lucene.feedback`, ``missing="skip"``; the team's judgments with each judged passage mapped
@@ -169,7 +169,7 @@ def run_kueri(corpus: Path, index: Path, logs: Path, workers: int | None, rep: i
     if index.exists():
         shutil.rmtree(index)
     env = dict(os.environ)
-    if tool == "kueri-processes":
+    if tool == "kueri-one-writer":
         env["KUERI_JAVA_HELPER"] = "0"
     if workers:
         env["KUERI_WORKERS"] = str(workers)
@@ -375,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--anserini-input", choices=["file", "split", "both", "none"], default="both",
                         help="Anserini reads the corpus file itself, the corpus cut into files, or both")
     parser.add_argument("--split-files", type=int, default=8, help="files the corpus is cut into for Anserini (8)")
-    parser.add_argument("--kueri", choices=["threads", "processes", "both"], default="both",
-                        help="kueri on Java threads (its default), worker processes (without the Java helper), both")
+    parser.add_argument("--kueri", choices=["threads", "one-writer", "both"], default="both",
+                        help="kueri on Java threads (its default), one writer (without the Java helper), both")
     parser.add_argument("--no-search", action="store_true")
     parser.add_argument("--passes", type=int, default=3, help="search passes per process (the first is cold)")
     parser.add_argument("--search-worker", help=argparse.SUPPRESS)
@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     corpus = ensure_corpus(args)
     variants = {"both": ["file", "split"], "none": []}.get(args.anserini_input, [args.anserini_input])
     inputs = anserini_inputs(corpus, workdir, variants, args.split_files)
-    kueris = {"threads": ["kueri"], "processes": ["kueri-processes"]}.get(args.kueri, ["kueri", "kueri-processes"])
+    kueris = {"threads": ["kueri"], "one-writer": ["kueri-one-writer"]}.get(args.kueri, ["kueri", "kueri-one-writer"])
     results: dict[str, list[Measurement]] = {**{k: [] for k in kueris}, **{f"anserini-{v}": [] for v in inputs}}
     searches: list[dict[str, Any]] = []
     kueri_index = workdir / "index-kueri"

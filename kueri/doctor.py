@@ -127,6 +127,9 @@ def report(workdir: str | Path | None = None) -> dict[str, Any]:
     }
 
 
+NO_HELPER = "no (KUERI_JAVA_HELPER=0, or stale classes: one writer indexes, topics one by one)"
+
+
 def report_lines(data: dict[str, Any], every_config: bool = False) -> list[str]:
     """The report in words, a line per item; configurations that cannot run name what they lack
     (``every_config``: every configuration gets a line)."""
@@ -135,7 +138,7 @@ def report_lines(data: dict[str, Any], every_config: bool = False) -> list[str]:
         verdict = "ok" if java["ok"] else "TOO OLD"
         tested = "" if java["version"].split(".")[0] == java["tested"] else f", tested on {java['tested']}"
         java_line = (f"{java['version']} at {java['home']}: {verdict} (needs {java['required']}{tested}); "
-                     f"javac {'yes' if java['javac'] else 'no (a JRE: indexing uses worker processes)'}")
+                     f"Java helper {'yes' if java['helper'] else NO_HELPER}")
     else:
         java_line = f"MISSING: {java['problem']}"
     lucene_line = (f"{lucene['version']} in {lucene['jar']} ({human_size(lucene['bytes'])})" if lucene["ok"]

@@ -32,11 +32,6 @@ rm -rf build/wheelhouse
 "$python" -m pip wheel -q --disable-pip-version-check -w build/wheelhouse .
 "$python" -m pip wheel -q --disable-pip-version-check --no-deps -w build/wheelhouse pyserini==0.25.0 pip
 
-echo "build_image: kueri's Java helper, compiled here (the image has a Java runtime, no compiler)"
-rm -rf build/java-helper
-KUERI_JAVA_CACHE=build/java-helper "$python" -c "import sys; from kueri.lucene.jvm import has_java_helper
-sys.exit(0 if has_java_helper() else 'build_image: the Java helper did not compile (is javac installed?)')"
-
 echo "build_image: docker build $tag from $base"
 # --network host: apt-get inside the build reaches Debian's mirror; pip never runs against an index.
 DOCKER_BUILDKIT=0 docker build -q --network host --build-arg BASE="$base" -t "$tag" . >/dev/null

@@ -102,6 +102,5 @@ def test_env_with_an_old_java_exits_1_naming_it(tmp_path):
                             capture_output=True, text=True, timeout=120, env={**os.environ, "JAVA_HOME": str(home)})
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    assert f"java         1.8.0 at {home}: TOO OLD (needs 11 or later, tested on 17); javac no (a JRE: indexing uses " \
-           "worker processes)" in lines
+    assert f"java         1.8.0 at {home}: TOO OLD (needs 11 or later, tested on 17); Java helper yes" in lines
     assert lines[-1] == "the default configuration cannot run here: it needs java"

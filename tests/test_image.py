@@ -110,7 +110,7 @@ def test_the_image_runs_as_a_user_with_my_software_on_its_path(image):
 
 
 def test_the_image_indexes_on_java_threads(image):
-    """The Java helper compiled on the host is found (the image has no javac): Lucene runs on Java threads."""
+    """The Java helper ships compiled in the wheel (the image has no javac): Lucene runs on Java threads."""
     probe = "from kueri.lucene.jvm import has_java_helper; print(has_java_helper())"
     result = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python", "-c", probe],
                             capture_output=True, text=True, timeout=120)

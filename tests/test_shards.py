@@ -14,10 +14,20 @@ import pytest
 
 from kueri.config import get_config
 from kueri.errors import KueriError
-from kueri.lucene import MANIFEST, LuceneIndex, build_index, build_shard, check_index, merge_indexes, open_shards
+from kueri.lucene import (
+    MANIFEST,
+    LuceneIndex,
+    build_index,
+    build_shard,
+    check_index,
+    javahelper,
+    merge_indexes,
+    open_shards,
+)
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.feedback import FeedbackConfig, feedback_run
 from kueri.lucene.index import read_manifest
+from kueri.lucene.jvm import find_java_home
 from kueri.lucene.writer import DocumentWriter, open_writer
 from kueri.parse import PassageReader
 from kueri.pipeline import search_run
@@ -32,19 +42,6 @@ def runs(index: LuceneIndex, topics) -> dict:
     result = {row: search_run(index, get_config(row), topics) for row in ("row-07", "row-10", "row-11")}
     result["rf"] = feedback_run(index, FeedbackConfig(missing="skip"))
     return result
-
-
-def live_workers(parent: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                command = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if any(b"_worker_main" in part for part in command) and str(parent).encode() in command:
-                found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -89,30 +86,50 @@ def build_in_subprocess(target: Path, env: dict[str, str], chunk_passages: int =
                             stderr=subprocess.PIPE, text=True)
 
 
-def test_without_the_java_helper_worker_processes_build_the_same_index(parallel_index, topics, tmp_path):
-    """KUERI_JAVA_HELPER=0 (or no javac): the pure-pyjnius fallback, one JVM per worker process."""
+def test_without_the_java_helper_one_writer_builds_the_same_index(parallel_index, topics, tmp_path):
+    """KUERI_JAVA_HELPER=0: no Java threads; one writer builds the index, the same rankings."""
     _, threaded = parallel_index
     process = build_in_subprocess(tmp_path / "idx", {"KUERI_JAVA_HELPER": "0"})
     _, err = process.communicate(timeout=300)
     assert process.returncode == 0, err
-    assert "RuntimeWarning" not in err  # the workers start without runpy's warning
     with LuceneIndex(tmp_path / "idx") as index:
-        assert index.manifest["build"]["on"] == "worker processes" and index.segments() == 4
+        assert index.manifest.get("build") is None  # one writer
         assert index.ids == threaded.ids
         assert runs(index, topics) == runs(threaded, topics)
 
 
-def test_the_java_helper_is_compiled_once_into_its_cache(tmp_path):
-    cache = tmp_path / "java-cache"
-    probe = "from kueri.lucene.jvm import has_java_helper; print(has_java_helper())"
-    for expected in ("True", "True"):  # compiled, then found
-        done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "KUERI_JAVA_CACHE": str(cache)})
-        assert done.stdout.strip() == expected, done.stderr
-    assert sorted(p.name for p in cache.glob("*/kueri/helper/*")) == ["ShardIndexer.class", "TopicSearches.class"]
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "KUERI_JAVA_CACHE": str(cache), "KUERI_JAVA_HELPER": "0"})
-    assert done.stdout.strip() == "False", done.stderr
+def test_the_shipped_java_helper_classes_are_compiled_from_their_sources():
+    """Edit a .java file without running scripts/compile_java_helper.py and this fails."""
+    assert javahelper.STAMP.read_text(encoding="ascii").strip() == javahelper.sources_digest()
+    assert [name for name in javahelper.CLASS_FILES if not (javahelper.CLASS_DIR / name).is_file()] == []
+
+
+def test_stale_java_helper_classes_are_left_out_saying_so(tmp_path, monkeypatch, caplog):
+    stamp = tmp_path / "sources.sha256"
+    stamp.write_text("0" * 64 + "\n", encoding="ascii")
+    monkeypatch.setattr(javahelper, "STAMP", stamp)
+    javahelper.shipped_classes.cache_clear()
+    try:
+        assert javahelper.shipped_classes() is None
+    finally:
+        javahelper.shipped_classes.cache_clear()
+    assert "do not match their sources (run scripts/compile_java_helper.py)" in caplog.text
+
+
+def test_a_java_runtime_without_javac_runs_the_helper(tmp_path):
+    """The classes ship compiled: a JRE (here the JDK without its bin/javac) indexes on Java threads."""
+    jdk = find_java_home()
+    jre = tmp_path / "jre"
+    (jre / "bin").mkdir(parents=True)
+    for entry in jdk.iterdir():
+        if entry.name != "bin":
+            (jre / entry.name).symlink_to(entry)
+    (jre / "bin" / "java").symlink_to(jdk / "bin" / "java")
+    process = build_in_subprocess(tmp_path / "idx", {"JAVA_HOME": str(jre)}, chunk_passages=1400)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    with LuceneIndex(tmp_path / "idx") as index:
+        assert index.manifest["build"]["on"] == "java threads" and index.segments() == 2
 
 
 JVM_ARGUMENTS_AFTER_A_BUILD = """
@@ -121,6 +138,7 @@ import jnius_config
 from kueri.lucene import build_index
 from kueri.lucene.analyze import AnalyzerConfig
 from kueri.lucene.index import read_manifest
+from kueri.lucene.jvm import find_java_home
 from kueri.parse import PassageReader
 assert not jnius_config.vm_running
 build_index(PassageReader(sys.argv[1]), sys.argv[2], AnalyzerConfig("lucene"), chunk_passages=int(sys.argv[3]),
@@ -170,9 +188,7 @@ def good(i: int) -> str:
     return json.dumps({"id": f"p___{i}", "contents": f"passage {i} about laptops and word{i % 97}"})
 
 
-@pytest.mark.parametrize("java_threads", [True, False], ids=["java-threads", "worker-processes"])
-def test_parallel_build_reports_bad_lines_like_the_reader(tmp_path, monkeypatch, java_threads):
-    monkeypatch.setattr("kueri.lucene.build.has_java_helper", lambda: java_threads)
+def test_parallel_build_reports_bad_lines_like_the_reader(tmp_path):
     lines = [good(i) for i in range(3000)]
     lines[2500] = '{"id": "broken"'
     corpus = write_corpus(tmp_path / "bad.jsonl", lines)
@@ -180,7 +196,6 @@ def test_parallel_build_reports_bad_lines_like_the_reader(tmp_path, monkeypatch,
     with pytest.raises(KueriError, match=r"bad\.jsonl:2501: malformed JSON"):
         build_index(PassageReader(corpus), target, AnalyzerConfig(), progress=False, workers=2, chunk_passages=600)
     assert not target.exists() and not (tmp_path / "idx.partial").exists()
-    assert live_workers(os.getpid()) == []
 
     # skip_bad: a duplicate in a later chunk, an empty passage and the broken line are skipped
     lines[2900] = good(10)
@@ -206,32 +221,6 @@ def test_killed_threaded_build_leaves_no_index(tmp_path):
     assert not (tmp_path / "idx" / MANIFEST).exists()
     with pytest.raises(KueriError):
         LuceneIndex(tmp_path / "idx")
-
-
-def test_killed_parallel_build_leaves_no_worker_and_no_index(tmp_path):
-    corpus = write_corpus(tmp_path / "big.jsonl", [good(i) for i in range(60_000)])
-    target = tmp_path / "idx"
-    script = (
-        "import sys\nfrom kueri.lucene.analyze import AnalyzerConfig\nfrom kueri.lucene import build_index\n"
-        "from kueri.parse import PassageReader\n"
-        f"build_index(PassageReader({str(corpus)!r}), {str(target)!r}, AnalyzerConfig(), progress=False,"
-        " workers=2, chunk_passages=2000)\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "KUERI_JAVA_HELPER": "0"})
-    deadline = time.monotonic() + 60
-    while len(live_workers(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert len(live_workers(proc.pid)) == 2, "the workers never started"
-    time.sleep(1.0)  # let them index a little
-    proc.kill()
-    proc.wait()
-    deadline = time.monotonic() + 10
-    while live_workers(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert live_workers(proc.pid) == []  # PR_SET_PDEATHSIG: they died with the parent
-    assert not (target / MANIFEST).exists()
-    with pytest.raises(KueriError):
-        LuceneIndex(target)
 
 
 def test_an_empty_expansion_field_is_left_out_with_the_same_scores(tmp_path, topics):

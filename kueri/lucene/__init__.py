@@ -4,7 +4,7 @@ Only this package speaks Java (and only :mod:`kueri.lucene.jvm` imports ``jnius`
 it build, open, search and read indexes through these names and never see a Java object:
 
 * analysis: :class:`AnalyzerConfig` (one analysis chain), :func:`tokenize`, stoplists;
-* indexes: :func:`build_index` (one writer, or worker processes for a large corpus),
+* indexes: :func:`build_index` (one writer, or Java threads or Ray tasks for a large corpus),
   :class:`LuceneIndex` (passage ids, stored texts, term vectors, term statistics), :func:`open_shards`,
   :func:`merge_indexes`, :func:`build_shard`, :func:`check_index`;
 * search: :class:`Searcher` (the original's title query over BM25, LM-Dirichlet or TF-IDF),

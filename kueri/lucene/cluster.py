@@ -64,9 +64,6 @@ class RayTasks:
         self.number, self.directory = 0, Path()
         self.sizes: list[int] = []
 
-    def expect_many(self) -> None:
-        pass
-
     def open(self) -> None:
         pass
 

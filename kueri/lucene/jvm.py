@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kueri.errors import BrokenCache, EnvironmentProblem, KueriError, SetupError
-from kueri.lucene.javahelper import compiled_classes
+from kueri.lucene.javahelper import shipped_classes
 
 log = logging.getLogger(__name__)
 
@@ -193,12 +193,13 @@ def lucene_version() -> str:
 
 def java_status() -> dict[str, Any]:
     """The Java kueri would start, described without starting it (for ``kueri env``): where, which version,
-    whether it is enough, whether it has a ``javac`` (kueri's Java helper); ``problem`` says what is wrong."""
+    whether it is enough, whether kueri's Java helper will be on its class path; ``problem`` says what is wrong."""
     status: dict[str, Any] = {"home": None, "version": None, "source": None, "required": f"{MIN_JAVA} or later",
-                              "tested": str(TESTED_JAVA), "ok": False, "javac": False, "problem": None}
+                              "tested": str(TESTED_JAVA), "ok": False, "helper": shipped_classes() is not None,
+                              "problem": None}
     try:
         home = find_java_home()
-        status.update(home=str(home), javac=(home / "bin" / "javac").is_file())
+        status.update(home=str(home))
         version = java_version(home)
         status.update(version=version.text, source=version.source, ok=version.supported)
         if not version.supported:
@@ -250,13 +251,6 @@ def prefer_throughput() -> bool:
 
 
 @cache
-def _helper_classes() -> Path | None:
-    java_home = find_java_home()
-    check_java(java_home)  # an old javac would fail on --release 11 first, in a less clear way
-    return compiled_classes(find_jar(), java_home)
-
-
-@cache
 def _jnius() -> Any:
     """Start the JVM with our options (once per process) and return the jnius module."""
     jar = find_jar()
@@ -283,7 +277,7 @@ def _jnius() -> Any:
     # stopped run cleans up its partial files (the JVM's would exit at once).
     options = [f"-Xmx{heap}", "-Xss4m", "-XX:+UseParallelGC", "-Xrs", *(THROUGHPUT_OPTIONS if _throughput else ())]
     jnius_config.add_options(*options)
-    helper = _helper_classes()  # kueri's own classes: None without a javac
+    helper = shipped_classes()  # kueri's own classes (None: KUERI_JAVA_HELPER=0, or stale)
     jnius_config.set_classpath(str(jar), *([str(helper)] if helper else []))
     log.debug("starting the JVM: %s", " ".join(options))
     import jnius
@@ -370,12 +364,12 @@ def lucene() -> _Lucene:
 
 
 def has_java_helper() -> bool:
-    """Whether kueri's Java helper classes are on this JVM's class path (compiled, and the JVM started by kueri).
+    """Whether kueri's Java helper classes are on this JVM's class path (shipped, and the JVM started by kueri).
 
-    Before the JVM starts: whether they will be (they are compiled, or can be), without starting it.
+    Before the JVM starts: whether they will be, without starting it.
     """
     if not jvm_started():
-        return _helper_classes() is not None
+        return shipped_classes() is not None
     return _helper_loads()
 
 

@@ -3,10 +3,10 @@
 The corpus is cut into **chunks** of ``chunk_passages`` passages (50,000 by default) once, here; each
 chunk becomes a **shard** (a complete kueri index, :func:`build_shard`, whose segment names are unique
 to its chunk) wherever a :class:`ShardExecutor` builds it: Java threads of this process
-(:mod:`kueri.lucene.threads`), worker processes (:mod:`kueri.lucene.workers`) or Ray tasks
-(:mod:`kueri.lucene.cluster`); the shards are then joined in chunk order (:func:`join_shards`). Scores
-take index-wide statistics and doc ids follow the order of the segments, so the joined index gives the
-same scores and ties as one writer (the tests compare every ranking). Measurements: docs/benchmarks.md.
+(:mod:`kueri.lucene.threads`) or Ray tasks (:mod:`kueri.lucene.cluster`); the shards are then joined
+in chunk order (:func:`join_shards`). Scores take index-wide statistics and doc ids follow the order of
+the segments, so the joined index gives the same scores and ties as one writer (the tests compare every
+ranking). Measurements: docs/benchmarks.md.
 
 For scale-out, :func:`merge_indexes` joins finished shards into one index (``IndexWriter.addIndexes``,
 which copies) and :func:`kueri.lucene.index.open_shards` searches a list of shards as one.
@@ -229,16 +229,14 @@ def numbered_batches(passages: Iterable[Passage], chunk_size: int, ids: IO[str],
 
 
 class ShardExecutor(Protocol):
-    """Where the shards of a build are made. :func:`build_sharded` calls, in this order: ``expect_many()``
-    once a quarter of the first chunk is read, ``open()`` once a whole chunk is (a smaller corpus is indexed
-    by one writer here, after ``abort()``, when ``small_here``); per chunk ``start_chunk``, ``add`` for each
-    batch, ``finish_chunk``; then ``wait``, ``join``, ``close``; ``abort()`` if anything fails."""
+    """Where the shards of a build are made. :func:`build_sharded` calls, in this order: ``open()`` once a whole
+    chunk is read (a smaller corpus is indexed by one writer here, after ``abort()``, when ``small_here``); per
+    chunk ``start_chunk``, ``add`` for each batch, ``finish_chunk``; then ``wait``, ``join``, ``close``;
+    ``abort()`` if anything fails."""
 
     small_here: bool  # a corpus of at most one chunk is indexed by one writer in this process
     build: dict[str, Any]  # how the shards were built, for the manifest
     java_exception: type[BaseException] | tuple[()]  # Lucene's exception in this process (if it runs Lucene)
-
-    def expect_many(self) -> None: ...
 
     def open(self) -> None: ...
 
@@ -273,13 +271,8 @@ def build_sharded(
     iterator = iter(passages)
     first: list[Passage] = []
     if executor.small_here:
-        # Executors start (worker processes: Python, JVM, analyzer, ~1 s) once a quarter of the first chunk
-        # is read, so that they are ready when it is complete; a corpus that ends before lets them go.
         try:
-            first = list(islice(iterator, max(1, chunk_size // 4)))
-            if len(first) == max(1, chunk_size // 4):
-                executor.expect_many()
-                first.extend(islice(iterator, chunk_size - len(first)))
+            first = list(islice(iterator, chunk_size))
         except BaseException:
             executor.abort()
             raise

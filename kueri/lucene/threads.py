@@ -63,9 +63,6 @@ class JavaThreads:
         self.in_flight: deque[_Shard] = deque()
         self.shard: _Shard | None = None
 
-    def expect_many(self) -> None:
-        pass
-
     def open(self) -> None:
         prefer_throughput()  # many chunks ahead: if the JVM is yet to start, C2 only
         self.L = lucene()
