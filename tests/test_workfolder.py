@@ -22,11 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kueri.config import get_config
 from kueri.errors import EnvironmentProblem
 from kueri.files import file_lock, writable_file, writable_folder
 from kueri.lucene import MANIFEST, AnalyzerConfig
 from kueri.parse import PassageReader, read_topics
-from kueri.pipeline import cached_index, index_key
+from kueri.pipeline import cached_index, index_key, search_run
 from kueri.second_stage.embedding_cache import EmbeddingCache
 from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS
 
@@ -161,18 +162,19 @@ def damage_ids(index: Path) -> None:
     ids.write_text("".join(ids.read_text().splitlines(keepends=True)[:10]), encoding="utf-8")
 
 
-@pytest.mark.parametrize("damage", [damage_zero_segment, damage_truncate_segment, damage_delete_segment_file,
-                                    damage_manifest, damage_ids])
-def test_a_broken_cached_index_is_reported_and_rebuilt(small_input, tmp_path, caplog, damage):
-    from kueri.config import get_config
-    from kueri.pipeline import search_run
-
+def cache_row7(small_input: Path, workdir: Path, caplog):
+    """Row 7's index cached in ``workdir`` and its run (what a damaged cache must give again)."""
     caplog.set_level(logging.INFO, logger="kueri")
     corpus, topics = small_input / "passages.jsonl", read_topics(small_input / "topics.xml")
     config = get_config("row-07")
-    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
-        before = search_run(index, config, topics)
-        path = index.path
+    with cached_index(corpus, ROW7, workdir, progress=False) as index:
+        return corpus, topics, config, index.path, search_run(index, config, topics)
+
+
+@pytest.mark.parametrize("damage", [damage_zero_segment, damage_truncate_segment, damage_delete_segment_file,
+                                    damage_manifest, damage_ids])
+def test_a_broken_cached_index_is_reported_and_rebuilt(small_input, tmp_path, caplog, damage):
+    corpus, topics, config, path, before = cache_row7(small_input, tmp_path, caplog)
     damage(path)
     caplog.clear()
     with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
@@ -196,15 +198,7 @@ def rewrite_manifest(index: Path, **changes) -> None:
 
 
 def test_a_cached_index_of_another_lucene_is_rebuilt(small_input, tmp_path, caplog):
-    from kueri.config import get_config
-    from kueri.pipeline import search_run
-
-    caplog.set_level(logging.INFO, logger="kueri")
-    corpus, topics = small_input / "passages.jsonl", read_topics(small_input / "topics.xml")
-    config = get_config("row-07")
-    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
-        before = search_run(index, config, topics)
-        path = index.path
+    corpus, topics, config, path, before = cache_row7(small_input, tmp_path, caplog)
     rewrite_manifest(path, lucene_version="8.11.2")  # as another kueri on Lucene 8 would have left it
     caplog.clear()
     with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
