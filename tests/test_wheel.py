@@ -53,6 +53,15 @@ def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
     assert Path(stoplist).is_file() and "site-packages" in stoplist
 
 
+def test_the_wheel_ships_the_java_helper_compiled(installed, tmp_path):
+    """No javac needed after pip install: the classes come in the wheel and match their sources."""
+    result = subprocess.run([str(installed / "python"), "-c", "from kueri.lucene.javahelper import shipped_classes; "
+                             "print(shipped_classes())"], cwd=tmp_path, env=clean_env(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "site-packages" in result.stdout and result.stdout.strip().endswith("java/classes")
+
+
 def test_kueri_configs_and_resources_from_another_directory(installed, tmp_path):
     configs = subprocess.run([str(installed / "kueri"), "configs"], cwd=tmp_path, env=clean_env(),
                              capture_output=True, text=True, timeout=120)
