@@ -73,3 +73,15 @@ def test_no_two_objects_gives_none(question):
 def test_same_object_ignores_case_and_a_leading_article():
     assert same_object("the Simpsons", "The Simpsons") and same_object("Laptop", "a laptop")
     assert not same_object("laptop", "laptops")
+
+
+def test_mentions_are_the_spans_the_stance_model_masks():
+    from kueri.objects import ObjectMatcher, mask_passage, mentions
+
+    matcher = ObjectMatcher("real Christmas tree", "fake Christmas tree")
+    text = "A real tree smells; fake Christmas trees last. Real Christmas Trees beat the fake."
+    spans = mentions(text, matcher)
+    assert [(text[a:b], label) for a, b, label in spans] == [
+        ("real", "OBJ1"), ("fake Christmas trees", "OBJ2"), ("Real Christmas Trees", "OBJ1"), ("fake", "OBJ2")]
+    masked = mask_passage(text, matcher).tokens
+    assert [t for t in masked if t in ("OBJ1", "OBJ2")] == [label for _, _, label in spans]
