@@ -76,17 +76,32 @@ def parse_objects(text: str) -> tuple[str, str]:
 
 
 def chatnoir_url(passage_id: str) -> str | None:
-    """ChatNoir's cached copy of a ClueWeb12 passage's document (the corpus' ``chatNoirUrl``), else None.
-
-    ChatNoir names a ClueWeb12 document by ``uuid5(NAMESPACE_URL, "clueweb12:" + id)``; every passage of the
-    shipped sample carries exactly this URL (tests/test_serve.py checks all 2,607), so it is derived from the
-    id instead of holding the corpus' URLs in memory.
-    """
+    """ChatNoir's cached copy of a ClueWeb12 passage's document, as the corpus' ``chatNoirUrl`` writes it; None for
+    an id that is not ClueWeb12's. ChatNoir names a document ``uuid5(NAMESPACE_URL, "clueweb12:" + id)``."""
     document = passage_id.split("___", 1)[0]
     if not document.startswith("clueweb12-"):
         return None
     name = uuid.uuid5(uuid.NAMESPACE_URL, "clueweb12:" + document)
     return f"https://chatnoir.eu/cache?uuid={name}&index=cw12&raw&plain"
+
+
+class SourceLinks:
+    """Each passage's source link, the corpus' ``chatNoirUrl``: derived from the id by :func:`chatnoir_url`, which
+    gives the corpus' own URL wherever it has one, except for the passages kept in ``exceptions`` (no URL in the
+    corpus, about 5 %, or another one), so the server holds a few ids instead of every passage's URL."""
+
+    def __init__(self, exceptions: dict[str, str | None] | None = None) -> None:
+        self.exceptions = exceptions or {}
+
+    @classmethod
+    def of_corpus(cls, corpus: str | Path) -> SourceLinks:
+        from kueri.parse import PassageReader
+
+        return cls({p.id: p.chatnoir_url for p in PassageReader(corpus, skip_bad=True)
+                    if p.chatnoir_url != chatnoir_url(p.id)})
+
+    def url(self, passage_id: str) -> str | None:
+        return self.exceptions[passage_id] if passage_id in self.exceptions else chatnoir_url(passage_id)
 
 
 @dataclass(frozen=True)
@@ -236,6 +251,8 @@ class Engine:
         self.ready = False
         self.preembedded = 0
         self.questions = 0
+        # an index holds no URLs: its ClueWeb12 ids' links are derived (docs/serve.md)
+        self.links = SourceLinks()
 
     # -- the pipeline thread --------------------------------------------------------------------
 
@@ -264,6 +281,8 @@ class Engine:
         """Open (or build) the index, load the models and answer one question per configuration, so the first
         person's question is warm; then, on a small corpus, embed its passages in the background (None: when
         it has at most :data:`PREEMBED_LIMIT` passages). Blocks until the warm-up is done."""
+        if self.corpus is not None:
+            self.links = SourceLinks.of_corpus(self.corpus)
         self.on_pipeline(self._open).result()
         for name in self.configs:
             self.on_pipeline(lambda name=name: self._rank("Which is better, a laptop or a desktop?", None, name)
@@ -445,7 +464,7 @@ class Engine:
         for rank, hit in enumerate(ranking.hits[:k], start=1):
             text = ranking.texts[hit.doc]
             passages.append(Passage(rank, hit.doc, hit.stance if hit.stance in SIDES else "NO", hit.score,
-                                    ranking.quality[hit.doc], text, chatnoir_url(hit.doc),
+                                    ranking.quality[hit.doc], text, self.links.url(hit.doc),
                                     tuple(mentions(text, matcher)) if matcher else ()))
         return Answer(question, objects, ranking.objects_from, topic.number if topic.number != FREE_TOPIC else None,
                       ranking.config.name, ranking.config.summary(), len(ranking.hits), passages, Verdict.of(passages),
