@@ -38,13 +38,13 @@ PAGE_PARAMETERS = ("q", "first", "second", "k", "config")
 SIDE_NAMES = {"FIRST": "first", "SECOND": "second", "NEUTRAL": "neutral", "NO": "no stance"}
 
 
-def _parameters(request: Request, known: Iterable[str]) -> dict[str, str]:
+def _parameters(query: Mapping[str, str], known: Iterable[str]) -> dict[str, str]:
     """The query's parameters; an unknown one is a :class:`BadQuestion` (a typo must not be silently ignored)."""
     known = tuple(known)
-    unknown = sorted(set(request.query_params) - set(known))
+    unknown = sorted(set(query) - set(known))
     if unknown:
         raise BadQuestion(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    return dict(request.query_params)
+    return dict(query)
 
 
 def _k(text: str | None, default: int, most: int) -> int:
@@ -73,6 +73,21 @@ async def _answer(engine: Engine, question: str, objects: tuple[str, str] | None
         raise Busy(f"no answer within {ANSWER_TIMEOUT:.0f} s; the server is busy, try again") from None
 
 
+async def search_json(engine: Engine, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+    """``/api/search``: the status and the JSON body of the answer to a query's parameters (a 400 names the bad
+    one; every failure is a JSON error and the server keeps serving)."""
+    try:
+        given = _parameters(query, API_PARAMETERS)
+        question = check_text(given.get("q", ""), "question", MAX_QUESTION)
+        objects = parse_objects(given["objects"]) if given.get("objects") else None
+        answer = await _answer(engine, question, objects, given.get("config") or None,
+                               _k(given.get("k"), PAGE_K, MAX_K))
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON error
+        status, message = _error_status(exc)
+        return status, {"error": message, "status": status}
+    return 200, answer.as_json()
+
+
 def _error_status(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, BadQuestion):
         return 400, str(exc)
@@ -91,16 +106,8 @@ def create_app(engine: Engine) -> Starlette:
     templates.env.globals.update(side_names=SIDE_NAMES, max_question=MAX_QUESTION, page_max_k=PAGE_MAX_K)
 
     async def api_search(request: Request) -> Response:
-        try:
-            given = _parameters(request, API_PARAMETERS)
-            question = check_text(given.get("q", ""), "question", MAX_QUESTION)
-            objects = parse_objects(given["objects"]) if given.get("objects") else None
-            answer = await _answer(engine, question, objects, given.get("config") or None,
-                                   _k(given.get("k"), PAGE_K, MAX_K))
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON error; the server keeps serving
-            status, message = _error_status(exc)
-            return JSONResponse({"error": message, "status": status}, status_code=status)
-        return JSONResponse(answer.as_json())
+        status, body = await search_json(engine, request.query_params)
+        return JSONResponse(body, status_code=status)
 
     async def api_health(request: Request) -> Response:
         return JSONResponse(engine.health())
@@ -109,7 +116,7 @@ def create_app(engine: Engine) -> Starlette:
         context: dict[str, Any] = {"engine": engine, "form": {}, "answer": None, "error": None}
         status = 200
         try:
-            given = _parameters(request, PAGE_PARAMETERS)
+            given = _parameters(request.query_params, PAGE_PARAMETERS)
             context["form"] = given
             if "q" in given:
                 question = check_text(given["q"], "question", MAX_QUESTION)
