@@ -56,6 +56,7 @@ def serve(*, corpus: str | Path | None, index: str | Path | None, configs: Seque
     try:
         log.info("serve: loading %s with configuration %s", corpus or index, ", ".join(engine.configs))
         engine.start(preembed)
+        sock.listen(2048)  # from here a client waits in the backlog until uvicorn's loop accepts it
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         log.info("serve: ready at http://%s:%d/ (stop with Ctrl+C)", shown, bound_port)
