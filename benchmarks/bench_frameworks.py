@@ -13,7 +13,6 @@ framework and uvicorn in a fresh interpreter (median of 5), and the process's st
 models and one warm-up question: the same work under both).
 """
 
-from __future__ import annotations
 
 import statistics
 import subprocess
@@ -71,6 +70,7 @@ def child(framework: str, corpus: str, workdir: str) -> None:
         app = create_app(engine)
     else:
         app = fastapi_app(engine)
+    sock.listen(2048)
     print(f"ready at http://127.0.0.1:{sock.getsockname()[1]}/", file=sys.stderr, flush=True)
     try:
         uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])

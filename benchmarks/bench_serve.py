@@ -150,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=16, help="questions asked per phase (%(default)s)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--phases", nargs="+", choices=["cold", "warm", "repeat"], default=["cold", "warm", "repeat"],
+                        help="without cold, every level shares one work folder warmed by an unmeasured pass")
     parser.add_argument("--workdir", default="/tmp/kueri-bench-serve", help="where the work folders go")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
@@ -164,24 +166,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     with Server(command(base)) as prepared:  # builds (or reuses) the index once
         print(f"prepared {base} in {prepared.started_seconds:.1f} s", file=sys.stderr)
     asked = questions(args.questions)
+    paths = [f"/api/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in asked]
     rows = []
-    for clients in args.clients:
-        workdir = root / f"clients-{clients}"
+
+    def record(clients: int, phase: str, values: list[float], wall: float) -> None:
+        rows.append({"clients": clients, "phase": phase, **summary(values, wall)})
+        row = rows[-1]
+        print(f"clients {clients:2d} {phase:6s}: p50 {row['p50']:.2f} s, p95 {row['p95']:.2f} s, "
+              f"max {row['max']:.2f} s, {row['per_second']:.2f} questions/s (n {row['n']})",
+              file=sys.stderr, flush=True)
+
+    if "cold" not in args.phases:  # one work folder for every level, its embeddings made by one unmeasured pass
+        workdir = root / "warm"
         fresh_workdir(base, workdir)
-        # every phase asks other questions than the warm-up (topic 2) only by chance: it is part of the pool
-        paths = [f"/api/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in asked]
         with Server(command(workdir)) as server:
-            started = server.started_seconds
-            cold, cold_wall = ask_all(server, paths, clients)
+            ask_all(server, paths, 2)
+    for clients in args.clients:
+        if "cold" in args.phases:
+            workdir = root / f"clients-{clients}"
+            fresh_workdir(base, workdir)
+            with Server(command(workdir)) as server:
+                record(clients, "cold", *ask_all(server, paths, clients))
         with Server(command(workdir)) as server:
-            warm, warm_wall = ask_all(server, paths, clients)
-            repeat, repeat_wall = ask_all(server, paths, clients)
-        for phase, values, wall in (("cold", cold, cold_wall), ("warm", warm, warm_wall),
-                                    ("repeat", repeat, repeat_wall)):
-            rows.append({"clients": clients, "phase": phase, **summary(values, wall), "start_seconds": started})
-            row = rows[-1]
-            print(f"clients {clients:2d} {phase:6s}: p50 {row['p50']:.2f} s, p95 {row['p95']:.2f} s, "
-                  f"max {row['max']:.2f} s, {row['per_second']:.2f} questions/s (n {row['n']})", file=sys.stderr)
+            if "warm" in args.phases:
+                record(clients, "warm", *ask_all(server, paths, clients))
+            if "repeat" in args.phases:
+                if "warm" not in args.phases:
+                    ask_all(server, paths, clients)
+                record(clients, "repeat", *ask_all(server, paths, clients))
     print("| clients | phase | questions | p50 s | p95 s | max s | questions/s |")
     print("|---|---|---|---|---|---|---|")
     for row in rows:
