@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
 PAGE_K = 10  # passages the page shows unless asked for more
 PAGE_MAX_K = 100
-ANSWER_TIMEOUT = 120.0  # seconds a request waits for its answer (a cold question on a full-size index: ~10 s)
+ANSWER_TIMEOUT = 600.0  # seconds a request waits for its answer: a cold question costs ~6 s on 2 quiet cores, and a
+# burst of 32 of them queues (on a loaded machine, 4x that); past this a 503 says so instead of an endless wait
 API_PARAMETERS = ("q", "k", "objects", "config")
 PAGE_PARAMETERS = ("q", "first", "second", "k", "config")
 SIDE_NAMES = {"FIRST": "first", "SECOND": "second", "NEUTRAL": "neutral", "NO": "no stance"}
