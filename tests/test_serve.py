@@ -84,6 +84,21 @@ def served(default_tira_run) -> Served:
     assert "Traceback" not in "".join(server.log)
 
 
+def test_a_stop_right_after_ready_stops_it(default_tira_run):
+    """SIGTERM at once after "ready" (before uvicorn takes the signals over): it stops, exit code 0."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kueri", "serve", "--corpus", str(SAMPLE_CORPUS), "--port", "0", "--workdir",
+         str(default_tira_run.workdir), "--no-preembed"],
+        cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    assert process.stderr is not None
+    for line in process.stderr:
+        if READY.search(line):
+            process.send_signal(signal.SIGTERM)
+            break
+    assert process.wait(timeout=60) == 0
+    assert "serve: stopped" in process.stderr.read()
+
+
 def reference_topic(run_file: Path, topic: str) -> list[tuple[str, str]]:
     return [(line.split()[2], line.split()[1]) for line in run_file.read_text().splitlines()
             if line.split()[0] == topic]

@@ -56,17 +56,22 @@ def serve(*, corpus: str | Path | None, index: str | Path | None, configs: Seque
     try:
         log.info("serve: loading %s with configuration %s", corpus or index, ", ".join(engine.configs))
         engine.start(preembed)
-        sock.listen(2048)  # from here a client waits in the backlog until uvicorn's loop accepts it
-        bound_host, bound_port = sock.getsockname()[:2]
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        log.info("serve: ready at http://%s:%d/ (stop with Ctrl+C)", shown, bound_port)
         config = uvicorn.Config(create_app(engine), log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=5, server_header=False)
         server = uvicorn.Server(config)
-        # uvicorn re-raises the signal that stopped it once it is down; for a server that is the normal end,
+
+        def stop(*_: object) -> None:
+            server.should_exit = True
+
+        # A stop that comes before uvicorn takes the signals over (it may, right after "ready") must stop it too;
+        # and uvicorn re-raises the signal that stopped it once it is down: for a server that is the normal end,
         # not an interruption (the CLI's own SIGTERM handler would make it exit 143).
-        previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            sock.listen(2048)  # from here a client waits in the backlog until uvicorn's loop accepts it
+            bound_host, bound_port = sock.getsockname()[:2]
+            shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+            log.info("serve: ready at http://%s:%d/ (stop with Ctrl+C)", shown, bound_port)
             server.run(sockets=[sock])
         finally:
             for sig, handler in previous.items():
