@@ -99,6 +99,37 @@ def test_a_stop_right_after_ready_stops_it(default_tira_run):
     assert "serve: stopped" in process.stderr.read()
 
 
+def test_a_small_corpus_is_embedded_whole_in_the_background(tmp_path):
+    """40 passages of the sample: the server says every passage is embedded, its caches hold as many, and a
+    question asked meanwhile is answered."""
+    import gzip
+
+    from kueri.second_stage.embedding_cache import read_embeddings
+
+    corpus = tmp_path / "small.jsonl"
+    with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
+        corpus.write_text("".join(line for _, line in zip(range(40), handle, strict=False)), encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kueri", "serve", "--corpus", str(corpus), "--port", "0", "--workdir",
+         str(tmp_path / "work")], cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    server = Served("", process)
+    assert process.stderr is not None
+    try:
+        for line in process.stderr:
+            server.log.append(line)
+            if READY.search(line):
+                server.url = READY.search(line).group(1)
+                status, answer = search(server, q="Which is better, a laptop or a desktop?", k=3)
+                assert status == 200 and answer["topic"] == "2"
+            if "every passage of the corpus is embedded" in line:
+                break
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0, "".join(server.log)
+    caches = sorted((tmp_path / "work").glob("embeddings-*.npz"))
+    assert len(caches) == 2 and all(len(read_embeddings(path)[0]) >= 40 for path in caches)
+
+
 def reference_topic(run_file: Path, topic: str) -> list[tuple[str, str]]:
     return [(line.split()[2], line.split()[1]) for line in run_file.read_text().splitlines()
             if line.split()[0] == topic]
