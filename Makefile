@@ -13,16 +13,19 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,pyterrier,ray]'
+	$(BIN)/pip install -q -e '.[test,pyterrier,ray,serve]'
 	$(BIN)/pip install -q --no-deps pyserini==0.25.0
 	touch $@
 
-# Debian packages some tests need: WordNet's database (wordnet-base) for the synonym option, and qemu-user to run
-# the encoders on an emulated AVX2-only CPU (tests/test_reproducibility.py). Tests skip, saying why, without them.
+# Debian packages some tests need: WordNet's database (wordnet-base) for the synonym option, qemu-user to run
+# the encoders on an emulated AVX2-only CPU (tests/test_reproducibility.py), and chromium with its driver for the
+# browser test of kueri serve (tests/test_serve.py). Tests skip, saying why, without them.
 debian-packages:
 	@missing=; \
 	[ -f /usr/share/wordnet/data.noun ] || missing="$$missing wordnet-base"; \
 	command -v qemu-x86_64 >/dev/null || missing="$$missing qemu-user"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  ($$SUDO apt-get update -q && $$SUDO apt-get install -y -q $$missing) >/dev/null \

@@ -34,6 +34,10 @@ class EnvironmentProblem(KueriError):
     exit_code = 3
 
 
+class EmptyRun(KueriError):
+    """A run in which no topic retrieved anything (a question whose words the index does not hold)."""
+
+
 class BrokenCache(KueriError):
     """A work-folder entry that cannot be used as it is (damaged, truncated, incomplete): rebuild it."""
 

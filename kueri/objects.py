@@ -12,7 +12,7 @@ Ali`` matches ``Ali`` (the last capitalised word). Plain Python, deterministic.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -116,20 +116,22 @@ class ObjectMatcher:
 
     def mask(self, words: Sequence[str]) -> list[str]:
         """``words`` lower-cased, each object mention replaced by one OBJ1 / OBJ2 token."""
+        return [label or (words[i] if words[i] in _SWAP else words[i].lower()) for i, _, label in self.scan(words)]
+
+    def scan(self, words: Sequence[str]) -> Iterator[tuple[int, int, str | None]]:
+        """``words`` cut into object mentions and other words: ``(start, end, OBJ1 | OBJ2 | None)`` word spans."""
         keys = [fold(w) for w in words]
-        out: list[str] = []
         i, n = 0, len(words)
         while i < n:
             for pattern in self._by_first.get(keys[i], ()):
                 end = i + len(pattern.keys)
                 if tuple(keys[i:end]) == pattern.keys and not (pattern.case_sensitive and words[i].islower()):
-                    out.append(pattern.label)
+                    yield i, end, pattern.label
                     i = end
                     break
             else:
-                out.append(words[i] if words[i] in _SWAP else words[i].lower())
+                yield i, i + 1, None
                 i += 1
-        return out
 
 
 def swap_tokens(masked: Iterable[str]) -> list[str]:
@@ -154,3 +156,11 @@ def mask_passage(text: str, matcher: ObjectMatcher) -> MaskedPassage:
     """Split ``text`` into sentences and mask the objects in each (empty sentences dropped)."""
     masked = (matcher.mask(tokens(sentence)) for sentence in sentences(text))
     return MaskedPassage([s for s in masked if s])
+
+
+def mentions(text: str, matcher: ObjectMatcher) -> list[tuple[int, int, str]]:
+    """The object mentions in ``text`` as ``(start, end, OBJ1 | OBJ2)`` character spans, found by the rules
+    :meth:`ObjectMatcher.mask` uses: what a page highlights is what the stance model read as an object."""
+    found = list(_TOKEN.finditer(text))
+    return [(found[i].start(), found[end - 1].end(), label)
+            for i, end, label in matcher.scan([m.group() for m in found]) if label]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kueri.config import RunConfig, get_config
-from kueri.errors import BrokenCache, IncompatibleIndex, KueriError
+from kueri.errors import BrokenCache, EmptyRun, IncompatibleIndex, KueriError
 from kueri.files import file_lock, touch, writable_folder
 from kueri.lucene import AnalyzerConfig, LuceneIndex, build_index, read_stoplist
 from kueri.lucene.index import FORMAT_VERSION, verify_files
@@ -278,4 +278,4 @@ def validate_run(run: Run, topics: Iterable[Topic], max_hits: int = 1000) -> Non
             if not hit.doc or any(c.isspace() for c in hit.doc):
                 raise KueriError(f"run check: topic {qid} rank {rank} has a bad passage id {hit.doc!r}")
     if not run:
-        raise KueriError("run check: the run is empty (no topic retrieved anything)")
+        raise EmptyRun("run check: the run is empty (no topic retrieved anything)")

@@ -15,7 +15,7 @@ LAYERS = {
     "lucene": {"kueri.lucene"},
     "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance"},
     "pipeline": {"kueri.stages", "kueri.config", "kueri.pipeline", "kueri.workfolder", "kueri.doctor"},
-    "face": {"kueri.cli", "kueri.__main__", "kueri.pyterrier"},
+    "face": {"kueri.cli", "kueri.__main__", "kueri.pyterrier", "kueri.serve"},
 }
 ORDER = list(LAYERS)
 

@@ -408,6 +408,20 @@ def test_embedding_cache_encodes_each_text_once_and_survives_a_restart(tmp_path)
     assert EmbeddingCache(encoder, path).passages(["laptop"]).tolist() == [[6, 1, 1]]
 
 
+
+def test_embedding_cache_finds_a_text_whose_digest_ends_in_a_zero_byte(tmp_path):
+    """numpy's "S20" drops trailing NUL bytes: such a digest must still be found after a restart."""
+    import hashlib
+
+    from kueri.second_stage.embedding_cache import EmbeddingCache
+
+    text = "passage 739"
+    assert hashlib.sha1(text.encode()).digest().endswith(b"\0")
+    encoder = CountingEncoder()
+    EmbeddingCache(encoder, tmp_path / "embeddings.npz").passages([text])
+    assert EmbeddingCache(encoder, tmp_path / "embeddings.npz").passages([text]).tolist() == [[11, 2, 1]]
+    assert len(encoder.calls) == 1  # found in the file, not embedded again
+
 # -- the neural features on hand-made encoders ----------------------------------------------------------
 
 

@@ -12,6 +12,7 @@
     kueri evaluate RUN... --qrels QRELS
     kueri configs | kueri resources [NAME]
     kueri env      [--json]                                        (alias doctor: what is here, what is missing)
+    kueri serve    (--corpus PATH | --index DIR) [--config NAME] [--host H] [--port P]   (a page and a JSON API)
 
 Every command takes ``-q/--quiet`` (warnings and errors only, no progress bars), ``-v/--verbose``
 (debug messages) and ``--debug`` (a traceback with every error). Logging is configured here, once;
@@ -85,7 +86,7 @@ def _output_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kueri.cli import env, evaluate, quality, retrieval, stance
+    from kueri.cli import env, evaluate, quality, retrieval, serve, stance
 
     parser = argparse.ArgumentParser(prog="kueri", description=__doc__.split("\n\n")[0])
     _output_flags(parser, suppress=False)
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     stance.add_parser(sub, common)
     evaluate.add_parser(sub, common)
     env.add_parser(sub, common)
+    serve.add_parser(sub, common)
     return parser
 
 

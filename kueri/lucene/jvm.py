@@ -250,6 +250,13 @@ def prefer_throughput() -> bool:
     return True
 
 
+def detach_thread() -> None:
+    """Detach the calling thread from the JVM, if it used Java: a thread other than the one that started the JVM
+    must do so before it ends (pyjnius attaches it on its first Java call), or the JVM may crash at its end."""
+    if jvm_started():
+        _jnius().detach()
+
+
 @cache
 def _jnius() -> Any:
     """Start the JVM with our options (once per process) and return the jnius module."""

@@ -14,6 +14,7 @@ from kueri.files import atomic_writer, file_lock, touch
 from kueri.second_stage.candidates import TextEncoder
 
 log = logging.getLogger(__name__)
+DIGEST_BYTES = 20  # SHA-1
 
 
 def read_embeddings(path: Path, dimension: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -60,7 +61,9 @@ class EmbeddingCache:
                 self.path.unlink()
             return {}
         touch(self.path)
-        return {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
+        # numpy's fixed-width bytes ("S20") drop trailing NUL bytes: pad them back, or a digest ending in 0x00 (one
+        # passage in 256) would never be found again and would be embedded anew on every call
+        return {bytes(d).ljust(DIGEST_BYTES, b"\0"): v for d, v in zip(digests, vectors, strict=True)}
 
     def queries(self, texts: list[str]) -> np.ndarray:
         return self.encoder.queries(texts)

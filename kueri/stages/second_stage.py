@@ -26,15 +26,21 @@ class SecondStage(StageDefaults):
         depth = f" of the top {self.depth}" if self.depth else ""
         return f"second stage {self.model}{depth}"
 
+    def encoders(self, context: Context) -> Any:
+        """The model's encoders, loaded once per context, their passage embeddings cached in the work folder
+        (:class:`~kueri.second_stage.candidates.Encoders`; a server also embeds passages ahead with them)."""
+        from kueri.second_stage import SecondStageModel, load_encoders
+
+        needed = tuple(sorted(SecondStageModel.load(self.model).encoders))
+        return context.shared(("encoders", needed), lambda: load_encoders(needed, cache_dir=context.workdir,
+                                                                          progress=context.progress))
+
     def apply(self, run: Run, context: Context) -> Run:
-        from kueri.second_stage import SecondStageModel, load_encoders, second_stage
+        from kueri.second_stage import SecondStageModel, second_stage
 
         model = SecondStageModel.load(self.model)
-        needed = tuple(sorted(model.encoders))
-        encoders = context.shared(("encoders", needed), lambda: load_encoders(needed, cache_dir=context.workdir,
-                                                                              progress=context.progress))
         return second_stage(run, context.topics, context.index(self.analyzer), depth=self.depth, model=model,
-                            progress=context.progress, encoders=encoders)
+                            progress=context.progress, encoders=self.encoders(context))
 
 
 def build(config: Any) -> SecondStage | None:
