@@ -293,6 +293,11 @@ def embed_index(index: LuceneIndex, encoder: str, *, chunk_passages: int | None 
                 bar.update(stop - start)
                 if stop_after_chunks is not None and done >= stop_after_chunks:
                     raise KeyboardInterrupt(f"stopped after {done} chunks (test hook)")
+        except BaseException:  # ^C, SIGTERM, a lost cluster: what is finished stays for the next run
+            finished = sum(1 for number in range(chunks.number) if chunks.path(number).is_file())
+            log.warning("%s: %d of %d chunks finished and kept; the same command continues from there",
+                        chunks.folder, finished, chunks.number)
+            raise
         finally:
             bar.close()
         report.seconds = time.perf_counter() - started
