@@ -257,6 +257,10 @@ def embed_index(index: LuceneIndex, encoder: str, *, chunk_passages: int | None 
             try:
                 manifest = read_vectors_manifest(target)
                 if manifest["encoder"] == key and manifest.get("ids_sha256") == ids_sha256:
+                    # a run killed between placing the vector index and tidying up left these two undone
+                    shutil.rmtree(target.with_name(target.name + ".partial"), ignore_errors=True)
+                    if encoder not in index.manifest.get("vectors", {}):
+                        _record(index, encoder, key, manifest)
                     return EmbedReport(target, len(index), manifest=manifest)
                 log.warning("%s: made by another encoder file or for other passages; embedding again", target)
             except BrokenCache as exc:
@@ -306,12 +310,17 @@ def embed_index(index: LuceneIndex, encoder: str, *, chunk_passages: int | None 
                     "embedding": {"seconds": round(report.seconds, 3), "passages": report.embedded,
                                   "resumed": report.resumed, "cached": report.cached}}
         manifest = write_vector_index(target, _whole_chunks(chunks), len(index), dimension, metadata, progress)
-        record_in_index_manifest(index.path, encoder, {
-            "path": target.name, "encoder": key, "count": manifest["count"],
-            "vectors_sha256": manifest["vectors_sha256"]})
+        _record(index, encoder, key, manifest)
         shutil.rmtree(chunks.folder, ignore_errors=True)
         report.manifest = manifest
         return report
+
+
+def _record(index: LuceneIndex, encoder: str, key: dict[str, Any], manifest: dict[str, Any]) -> None:
+    summary = {"path": vectors_path(index.path, encoder).name, "encoder": key, "count": manifest["count"],
+               "vectors_sha256": manifest["vectors_sha256"]}
+    record_in_index_manifest(index.path, encoder, summary)
+    index.manifest.setdefault("vectors", {})[encoder] = summary
 
 
 def _whole_chunks(chunks: _Chunks) -> Iterator[np.ndarray]:
