@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from kueri.dense.retrieve import HYBRID_METHODS
 from kueri.errors import KueriError
 from kueri.lucene import (
     DEFAULT_FIELDS,
@@ -27,6 +28,8 @@ from kueri.stages import Stage, compile_stages
 from kueri.stages import options as stage_options
 
 RUN_ID = "seupd2122-kueri"
+#: The encoders a dense first stage may use (those of the second stage).
+DENSE_ENCODERS = ("e5", "minilm")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,12 @@ class RunConfig:
     fuse: tuple[str, ...] = ()  # names of configurations whose runs are fused by RRF
     fuse_k: float = 30.0
     fuse_tie_order: str = "first-seen"  # order of exact ties: "java" (the original's HashMap order) or first seen
+    dense: str | None = None  # dense first stage: the encoder (e5, minilm) of the titles and the passages' vectors
+    dense_k: int = 1000  # HNSW candidates per topic (at least hits)
+    dense_exact: bool = False  # compare with every vector instead of HNSW (small corpora)
+    hybrid: str | None = None  # rrf | linear: the dense run fused with the title search
+    hybrid_weight: float = 0.5  # linear hybrid: the dense run's weight (the lexical run's is 1 - weight)
+    hybrid_rrf_k: float = 60.0  # RRF hybrid: k in 1 / (k + rank)
     quality_rerank: str | None = None  # rerank by quality from: "offline" (the local model), "debater-2022", a file
     second_stage: str | None = None  # learned reranker of the top hits: a shipped model name or a model file
     second_stage_depth: int | None = None  # hits per topic it reranks (None: the depth the model was trained at)
@@ -62,6 +71,14 @@ class RunConfig:
             raise KueriError(f"unknown objects filter {self.filter_objects!r}: use {', '.join(FILTER_MODES)}")
         if not 1 <= self.hits <= 1000:
             raise KueriError(f"hits must be between 1 and 1000 (Touché allows 1000), got {self.hits}")
+        if self.dense is not None and self.dense not in DENSE_ENCODERS:
+            raise KueriError(f"unknown dense encoder {self.dense!r}: use {', '.join(DENSE_ENCODERS)}")
+        if self.hybrid is not None and (self.hybrid not in HYBRID_METHODS or not self.dense):
+            raise KueriError(f"hybrid {self.hybrid!r}: use {' or '.join(HYBRID_METHODS)}, with a dense encoder "
+                             "(--dense)")
+        if self.dense_k < 1 or not 0.0 <= self.hybrid_weight <= 1.0 or self.hybrid_rrf_k < 0:
+            raise KueriError(f"dense k must be at least 1 and the hybrid weight between 0 and 1, got {self.dense_k} "
+                             f"and {self.hybrid_weight}")
 
     @property
     def manual(self) -> bool:
@@ -279,9 +296,21 @@ AUTO_WHOLE_TOPIC = replace(AUTO_MINILM_E5, name="auto-whole-topic", second_stage
 DEFAULT = replace(AUTO_MINILM_E5, name="default",
                   description=f"best automatic configuration: {AUTO_MINILM_E5.description}", tag="kueri_default")
 
+#: Dense retrieval: the titles embedded by e5 against every passage's e5 vector (HNSW), in the vector index beside
+#: row 15's index (``kueri embed``, or made within the run); a first stage only, as the Table 1 rows.
+DENSE_E5 = RunConfig(name="dense-e5", description="dense e5: title embeddings against every passage's vector (HNSW)",
+                     analyzer=_PORTER_V2, dense="e5", tag="kueri_dense_e5")
+#: Hybrid retrieval: row 15's BM25 run and the dense e5 run fused by RRF (k=60); ``hybrid-e5-linear`` by a
+#: normalised linear combination instead (docs/dense.md).
+HYBRID_E5 = replace(DENSE_E5, name="hybrid-e5", hybrid="rrf", tag="kueri_hybrid_e5",
+                    description="hybrid: row 15 (kueristopv2 + Porter, BM25) and dense e5 fused by RRF (k=60)")
+HYBRID_E5_LINEAR = replace(DENSE_E5, name="hybrid-e5-linear", hybrid="linear", tag="kueri_hybrid_e5_linear",
+                           description="hybrid: row 15 and dense e5, min-max normalised scores, weights 0.5 / 0.5")
+
 CONFIGS: dict[str, RunConfig] = {
     c.name: c
-    for c in [DEFAULT, AUTO_MINILM_E5, AUTO_TITLE, AUTO_WHOLE_TOPIC, AUTO_NEURAL, AUTO_LEXICAL, QUALITY_RERANK, *TABLE1]
+    for c in [DEFAULT, AUTO_MINILM_E5, AUTO_TITLE, AUTO_WHOLE_TOPIC, AUTO_NEURAL, AUTO_LEXICAL, QUALITY_RERANK, *TABLE1,
+              DENSE_E5, HYBRID_E5, HYBRID_E5_LINEAR]
 }
 CONFIGS["baseline"] = RunConfig(
     name="baseline", description="the original's BaselineAnalyzer (lucene stoplist), BM25",

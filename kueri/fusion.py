@@ -47,3 +47,28 @@ def reciprocal_rank_fusion(
         docs.sort(key=lambda doc: -scores[doc])  # stable: ties keep the map's order
         fused[topic] = [Hit(doc, scores[doc]) for doc in docs[:depth]]
     return fused
+
+
+def linear_fusion(runs: Sequence[Run], weights: Sequence[float], depth: int = 1000) -> Run:
+    """A weighted sum of each run's min-max normalised scores per topic (a passage a run lacks gets 0 from it).
+
+    Each run's scores of a topic are mapped to [0, 1] by its own minimum and maximum (a run whose scores are all
+    equal gives 1 to each): BM25 and cosine scores live on different scales. Exact ties keep first-seen order
+    (the runs in the given order, each in rank order); top ``depth`` of the result.
+    """
+    if len(runs) != len(weights) or not runs:
+        raise KueriError(f"linear fusion needs one weight per run: {len(runs)} runs, {len(weights)} weights")
+    fused: Run = {}
+    for topic in sorted({t for run in runs for t in run}, key=topic_key):
+        scores: dict[str, float] = {}
+        for run, weight in zip(runs, weights, strict=True):
+            hits = run.get(topic, [])
+            if not hits:
+                continue
+            low, high = min(h.score for h in hits), max(h.score for h in hits)
+            for hit in hits:
+                normalised = (hit.score - low) / (high - low) if high > low else 1.0
+                scores[hit.doc] = scores.get(hit.doc, 0.0) + weight * normalised
+        docs = sorted(scores, key=lambda doc: -scores[doc])  # stable: ties keep first-seen order
+        fused[topic] = [Hit(doc, scores[doc]) for doc in docs[:depth]]
+    return fused

@@ -150,9 +150,21 @@ def open_cached_index(index_dir: Path, analyzer: AnalyzerConfig | None = None) -
 
 
 def search_run(index: LuceneIndex, config: RunConfig, topics: Iterable[Topic]) -> Run:
-    """The title search of ``config`` over an open index (its feedback or fusion settings aside)."""
-    return Search(config.analyzer, config.similarity, config.fields, config.filter_objects, config.hits,
-                  config.name).search(index, topics)
+    """The title search of ``config`` over an open index (its feedback or fusion settings aside); with ``dense``,
+    its dense or hybrid search over the vectors beside the index (made by ``kueri embed``; an index without them
+    is a one-line :class:`~kueri.errors.SetupError`)."""
+    lexical = Search(config.analyzer, config.similarity, config.fields, config.filter_objects, config.hits, config.name)
+    if not config.dense:
+        return lexical.search(index, topics)
+    from kueri.dense import make_encoder
+    from kueri.stages.retrieval import Hybrid, retrieval
+
+    topics = list(topics)
+    stage = retrieval(config.with_changes(fuse=(), feedback=None))
+    dense = stage.dense if isinstance(stage, Hybrid) else stage
+    with dense.vectors(index, None, progress=False) as vectors:
+        dense_hits = dense.search(index, topics, make_encoder(dense.encoder), vectors)
+    return stage.fuse(lexical.search(index, topics), dense_hits) if isinstance(stage, Hybrid) else dense_hits
 
 
 class Pipeline:

@@ -19,6 +19,7 @@ process Ray starts for it, workers included, inherits that session, which is how
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import logging
 import os
@@ -43,6 +44,36 @@ log = logging.getLogger(__name__)
 TASK_RETRIES = 3
 
 
+#: Signals a JVM catches as part of its normal work (SIGSEGV: implicit null checks in compiled code, ...).
+_FAULT_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
+
+
+@contextlib.contextmanager
+def _native_fault_handlers_kept() -> Iterator[None]:
+    """Put back, after the block, the native handlers of :data:`_FAULT_SIGNALS` installed before it.
+
+    ``ray.init`` installs crash-report handlers for these signals that re-send the signal with ``kill``. A JVM in
+    this process (Lucene, started before) takes real SIGSEGVs in its compiled code and handles them; through
+    Ray's handler one arrives as "sent by kill", which the JVM takes for a crash: the driver died with SIGABRT
+    while merging a vector index after a Ray embedding (hs_err: "SIGSEGV (0xb) ... (sent by kill)"). A signal
+    without a native handler before (no JVM yet) keeps Ray's.
+    """
+    saved = {}
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for number in _FAULT_SIGNALS:
+            action = ctypes.create_string_buffer(512)  # more than sizeof(struct sigaction) (152 on x86-64 glibc)
+            if libc.sigaction(int(number), None, action) == 0 and any(action.raw[:8]):  # a handler, not SIG_DFL
+                saved[number] = action
+    except (OSError, AttributeError):  # no C library to ask: nothing to keep
+        saved = {}
+    try:
+        yield
+    finally:
+        for number, action in saved.items():
+            libc.sigaction(int(number), action, None)
+
+
 def connect(address: str) -> Any:
     """The ``ray`` module, connected to the cluster at ``address``; one clear line when it cannot be."""
     try:
@@ -60,7 +91,8 @@ def connect(address: str) -> Any:
         except OSError as exc:
             raise EnvironmentProblem(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
     try:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        with _native_fault_handlers_kept():
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise EnvironmentProblem(f"cannot connect to the Ray cluster at {address}: {first}") from None

@@ -134,11 +134,12 @@ def inherited_qrels(paths: Sequence[Path], passage_ids: Sequence[str]) -> dict[s
 
 
 def build_data(corpus: Path, topics_path: Path, qrels_paths: Sequence[Path], workdir: Path, depth: int,
-               features: Sequence[str]) -> Data:
+               features: Sequence[str], base: str = BASE_CONFIG) -> Data:
+    """The candidates of the first stage ``base`` (a named configuration) with their features and labels."""
     topics = read_topics(topics_path)
     started = time.perf_counter()
     with Pipeline(corpus, topics, workdir, progress=False) as pipeline:
-        config = get_config(BASE_CONFIG)
+        config = get_config(base)
         run = pipeline.run(config)
         index = pipeline.index(config.analyzer)
         quality = OfflineQualityModel.load()

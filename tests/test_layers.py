@@ -13,7 +13,8 @@ LAYERS = {
     "data": {"kueri", "kueri.errors", "kueri.records", "kueri.files", "kueri.runfile", "kueri.progress",
              "kueri.resources", "kueri.parse", "kueri.environment"},
     "lucene": {"kueri.lucene"},
-    "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance"},
+    "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance",
+               "kueri.dense"},
     "pipeline": {"kueri.stages", "kueri.config", "kueri.pipeline", "kueri.workfolder", "kueri.doctor"},
     "face": {"kueri.cli", "kueri.__main__", "kueri.pyterrier", "kueri.serve"},
 }

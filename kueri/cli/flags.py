@@ -56,6 +56,15 @@ def add_ranking_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tag", help="run tag (default: the configuration's)")
 
 
+def add_first_stage_flags(parser: argparse.ArgumentParser) -> None:
+    """The first stage's own settings (dense and hybrid search), for commands that run only that stage."""
+    group = parser.add_argument_group("dense and hybrid search (vectors made by kueri embed)")
+    for kind in stages.STAGES:
+        if kind.name == "retrieval":
+            for option in kind.options:
+                option.add_to(group)
+
+
 def add_stage_flags(parser: argparse.ArgumentParser) -> None:
     """The settings of every registered stage (:data:`kueri.stages.STAGES`), in run order."""
     stages.add_flags(parser)

@@ -11,6 +11,7 @@ from typing import Any
 from kueri.cli.flags import (
     add_analyzer_flags,
     add_config_flag,
+    add_first_stage_flags,
     add_ranking_flags,
     add_stage_flags,
     add_workdir_flag,
@@ -38,6 +39,32 @@ def cmd_index(args: argparse.Namespace) -> int:
     index_corpus(args.corpus, args.index, config.analyzer, skip_bad=args.skip_bad, progress=args.progress,
                  ram_buffer_mb=args.ram_buffer, ray_address=args.ray, shard_dir=args.shard_dir,
                  chunk_passages=args.chunk_passages)
+    return 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from kueri.dense import embed_index, encoder_key
+    from kueri.lucene import LuceneIndex
+    from kueri.lucene.index import MANIFEST
+    from kueri.pipeline import corpus_fingerprint, index_corpus
+
+    index_dir = Path(args.index)
+    if not (index_dir / MANIFEST).is_file():
+        if not args.corpus:
+            raise KueriError(f"{index_dir}: no kueri index there; give --corpus to index one first")
+        index_corpus(args.corpus, index_dir, config_from(args).analyzer, progress=args.progress).close()
+    with LuceneIndex(index_dir) as index:
+        if args.corpus:
+            wanted = [f["path"] for f in corpus_fingerprint(args.corpus)]
+            indexed = [f.get("path") for f in index.manifest.get("corpus", [])]
+            if indexed and indexed != wanted:
+                raise KueriError(f"{index_dir}: indexed from {', '.join(indexed)}, not from {args.corpus}")
+        cache = None
+        if args.workdir:
+            cache = Path(args.workdir) / f"embeddings-{encoder_key(args.encoder)['cache_name']}.npz"
+        report = embed_index(index, args.encoder, chunk_passages=args.chunk_passages, ray_address=args.ray,
+                             cache_file=cache, progress=args.progress)
+    log.info("%s", report.summary())
     return 0
 
 
@@ -236,7 +263,26 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = _topics_to_run_parser(sub, common, "search", "search topics in an index, write a run",
                               "--index", "an index folder (kueri index)")
     add_ranking_flags(p)
+    add_first_stage_flags(p)
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("embed", parents=[common], help="embed every passage of an index into its vector index",
+                       description="Embeds every passage of the index DIR with the encoder into DIR/vectors-ENCODER "
+                       "(Lucene HNSW, dot product of unit vectors), for kueri search --dense and the dense-e5 and "
+                       "hybrid-e5 configurations. Resumable: a killed run keeps its finished chunks and the next run "
+                       "embeds only the rest.")
+    p.add_argument("--index", required=True, help="a kueri index (built from --corpus first when DIR has none)")
+    p.add_argument("--corpus", help=".jsonl/.jsonl.gz file or a folder of them: indexed into DIR when it has no index "
+                   "(with --config's analysis), else checked to be the index's corpus")
+    p.add_argument("--encoder", choices=["e5", "minilm"], default="e5", help="the encoder (default e5)")
+    p.add_argument("--chunk-passages", type=int, metavar="N", help="passages per chunk: what a killed run loses at "
+                   "most, and one Ray task (512)")
+    p.add_argument("--ray", metavar="ADDRESS", help="embed the chunks as tasks of a Ray cluster: auto, or the head's "
+                   "host:port (every node needs kueri and the encoders' packages; the model loads from there)")
+    p.add_argument("--workdir", help="a work folder whose embeddings cache (of the second stage) serves the "
+                   "passages it holds")
+    add_config_flag(p)
+    p.set_defaults(func=cmd_embed)
 
     p = _topics_to_run_parser(sub, common, "run", "index (cached) + search a configuration end to end",
                               "--corpus", ".jsonl/.jsonl.gz file or a folder of them")

@@ -345,6 +345,13 @@ class _Lucene:
         "CheckIndex": "org.apache.lucene.index.CheckIndex",
         "CodecUtil": "org.apache.lucene.codecs.CodecUtil",
         "IOContext": "org.apache.lucene.store.IOContext",
+        # vectors (kueri.lucene.vectors)
+        "KnnFloatVectorField": "org.apache.lucene.document.KnnFloatVectorField",
+        "KnnFloatVectorQuery": "org.apache.lucene.search.KnnFloatVectorQuery",
+        "VectorSimilarityFunction": "org.apache.lucene.index.VectorSimilarityFunction",
+        "MatchAllDocsQuery": "org.apache.lucene.search.MatchAllDocsQuery",
+        "SerialMergeScheduler": "org.apache.lucene.index.SerialMergeScheduler",
+        "LogDocMergePolicy": "org.apache.lucene.index.LogDocMergePolicy",
         # kueri's own (kueri/lucene/java, see kueri.lucene.javahelper)
         "ShardIndexer": "kueri.helper.ShardIndexer",
         "TopicSearches": "kueri.helper.TopicSearches",

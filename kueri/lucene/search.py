@@ -174,21 +174,7 @@ class Searcher:
         Each query is searched exactly as :meth:`search_query` alone would (the same scorer, float sums and
         ties); only the queries overlap in time. Without the helper, one after the other.
         """
-        L = lucene()
-        threads = min(resolve_workers(), len(queries))
-        if threads < 2 or not has_java_helper():
-            return [self.search_query(query, k) for query in queries]
-        ids = self.index.ids
-        searches = L.TopicSearches(self.searcher, list(queries), k, threads)
-        try:
-            while not searches.done(POLL_MS):
-                pass  # Python handles ^C and SIGTERM between the calls
-            return [[Hit(ids[doc], score) for doc, score in zip(searches.docs(i), searches.scores(i), strict=True)]
-                    for i in range(len(queries))]
-        except L.JavaException as exc:
-            raise KueriError(f"search failed: {java_error_message(exc)}") from exc
-        finally:
-            searches.cancel()
+        return run_queries(self.searcher, self.index.ids, queries, k)
 
     def search(
         self,
@@ -214,6 +200,27 @@ class Searcher:
         topics = list(topics)
         found = self.search_queries([builder.build(topic) for topic in topics], k)
         return {topic.number: hits for topic, hits in zip(topics, found, strict=True) if hits}
+
+
+def run_queries(searcher: Any, ids: Sequence[str], queries: Sequence[Any], k: int) -> list[list[Hit]]:
+    """The top ``k`` hits of each query on ``searcher`` (an ``IndexSearcher``), doc ids named by ``ids``: with
+    kueri's Java helper on several Java threads, one query each (each searched exactly as alone), else one
+    after the other."""
+    L = lucene()
+    threads = min(resolve_workers(), len(queries))
+    try:
+        if threads < 2 or not has_java_helper():
+            return [[Hit(ids[sd.doc], sd.score) for sd in searcher.search(query, k).scoreDocs] for query in queries]
+        searches = L.TopicSearches(searcher, list(queries), k, threads)
+        try:
+            while not searches.done(POLL_MS):
+                pass  # Python handles ^C and SIGTERM between the calls
+            return [[Hit(ids[doc], score) for doc, score in zip(searches.docs(i), searches.scores(i), strict=True)]
+                    for i in range(len(queries))]
+        finally:
+            searches.cancel()
+    except L.JavaException as exc:
+        raise KueriError(f"search failed: {java_error_message(exc)}") from exc
 
 
 class PassageScorer:

@@ -75,21 +75,21 @@ def _warn_if_other_quality_model(model: SecondStageModel, quality_path: Path) ->
                     "retrain it: python scripts/train_second_stage.py", quality_path)
 
 
-def _minilm() -> TextEncoder:
+def _minilm(threads: int | None = None) -> TextEncoder:
     from kueri.second_stage.minilm import MiniLMEncoder
 
-    return MiniLMEncoder()
+    return MiniLMEncoder(threads=threads)
 
 
-def _e5() -> TextEncoder:
+def _e5(threads: int | None = None) -> TextEncoder:
     from kueri.second_stage.e5 import E5Encoder
 
-    return E5Encoder()
+    return E5Encoder(threads=threads)
 
 
-#: The encoders a model may name (the fields of :class:`Encoders`), each a factory: its module, with
-#: onnxruntime, is imported only when a model needs it.
-ENCODERS: dict[str, Callable[[], TextEncoder]] = {"minilm": _minilm, "e5": _e5}
+#: The encoders a model may name (the fields of :class:`Encoders`), each a factory (``threads``: onnxruntime's
+#: intra-op threads, None: its default): its module, with onnxruntime, is imported only when a model needs it.
+ENCODERS: dict[str, Callable[..., TextEncoder]] = {"minilm": _minilm, "e5": _e5}
 
 
 def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_dir: Path | None = None,

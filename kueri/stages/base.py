@@ -77,12 +77,15 @@ class Option:
     metavar: str | None = None
     off: Any = None
     action: str | None = None
+    aliases: tuple[str, ...] = ()  # other spellings of the flag
 
     def add_to(self, group: Any) -> None:
         if self.action:
-            group.add_argument(self.flag, dest=self.name, action=self.action, default=None, help=self.help)
+            group.add_argument(self.flag, *self.aliases, dest=self.name, action=self.action, default=None,
+                               help=self.help)
         else:
-            group.add_argument(self.flag, dest=self.name, type=self.type, metavar=self.metavar, help=self.help)
+            group.add_argument(self.flag, *self.aliases, dest=self.name, type=self.type, metavar=self.metavar,
+                               help=self.help)
 
     def value(self, given: Any) -> Any:
         """The configuration value of a flag value (``off`` becomes None)."""

@@ -1,5 +1,6 @@
-"""The first stage of every run: the title search, the graded relevance feedback run, or the fusion of
-other configurations' runs (in that order of precedence: ``fuse``, else ``feedback``, else search)."""
+"""The first stage of every run: the title search, the graded relevance feedback run, the fusion of other
+configurations' runs, or a dense or hybrid search (in that order of precedence: ``fuse``, else ``feedback``, else
+``dense`` (with ``hybrid``: fused with the title search), else the title search)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from kueri.fusion import ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, FeedbackConfig, LuceneIndex, Searcher, Similarity, feedback_run
 from kueri.records import Run, Topic
-from kueri.stages.base import Context, StageDefaults, StageKind
+from kueri.stages.base import Context, Option, StageDefaults, StageKind
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +86,107 @@ class Fuse(StageDefaults):
         return reciprocal_rank_fusion(inputs, k=self.k, depth=self.hits, tie_order=self.tie_order)
 
 
-def retrieval(config: Any) -> Search | Feedback | Fuse:
+@dataclass(frozen=True)
+class Dense(StageDefaults):
+    """The titles embedded by ``encoder`` against every passage's vector (:mod:`kueri.dense`), in the vector index
+    beside the index of ``analyzer`` (made, and kept there, when it is missing); HNSW with ``k`` candidates, or
+    ``exact``."""
+
+    analyzer: AnalyzerConfig
+    encoder: str
+    k: int
+    exact: bool
+    hits: int
+    name = "dense"
+
+    def summary(self) -> str:
+        how = "exact" if self.exact else f"HNSW k={self.k}"
+        return f"dense {self.encoder} ({how}) over the vectors beside the index of {self.analyzer.summary()}; " \
+               f"{self.hits} hits"
+
+    def vectors(self, index: LuceneIndex, context: Context | None, progress: bool) -> Any:
+        """The vector index beside ``index``: embedded first when missing (within a run; the work folder's
+        embeddings cache of the encoder serves the passages it holds), then opened and checked."""
+        from kueri.dense import embed_index, encoder_key, open_vectors
+
+        key = encoder_key(self.encoder)
+        if context is not None:
+
+            cache = context.workdir / f"embeddings-{key['cache_name']}.npz"
+            report = embed_index(index, self.encoder, cache_file=cache, progress=progress)
+            if report.embedded or report.cached or report.resumed:
+                log.info("%s", report.summary())
+        return open_vectors(index, self.encoder, key)
+
+    def search(self, index: LuceneIndex, topics: Iterable[Topic], encoder: Any, vectors: Any) -> Run:
+        from kueri.dense import dense_run
+
+        return dense_run(vectors, encoder, list(topics), self.hits, self.k, self.exact)
+
+    def apply(self, run: Run, context: Context) -> Run:
+        from kueri.dense import make_encoder
+
+        index = context.index(self.analyzer)
+        vectors = context.shared(("vectors", str(index.path), self.encoder),
+                                 lambda: self.vectors(index, context, context.progress))
+        encoder = context.shared(("query-encoder", self.encoder), lambda: make_encoder(self.encoder))
+        return self.search(index, context.topics, encoder, vectors)
+
+
+@dataclass(frozen=True)
+class Hybrid(StageDefaults):
+    """The title search and a dense search fused: ``rrf`` (with ``rrf_k``) or ``linear`` (``weight`` on the dense
+    run's normalised scores, ``1 - weight`` on the lexical run's)."""
+
+    lexical: Search
+    dense: Dense
+    method: str
+    weight: float
+    rrf_k: float
+    hits: int
+    name = "hybrid"
+
+    @property
+    def needs_objects(self) -> bool:
+        return self.lexical.needs_objects
+
+    def summary(self) -> str:
+        how = f"RRF k={self.rrf_k:g}" if self.method == "rrf" else f"linear, dense weight {self.weight:g}"
+        return f"hybrid ({how}) of [{self.lexical.summary()}] and [{self.dense.summary()}]"
+
+    def fuse(self, lexical: Run, dense: Run) -> Run:
+        from kueri.dense import hybrid_run
+
+        return hybrid_run(lexical, dense, self.method, self.weight, self.rrf_k, self.hits)
+
+    def apply(self, run: Run, context: Context) -> Run:
+        return self.fuse(self.lexical.apply(run, context), self.dense.apply(run, context))
+
+
+def retrieval(config: Any) -> Search | Feedback | Fuse | Dense | Hybrid:
     """The first stage ``config`` describes."""
     if config.fuse:
         return Fuse(config.fuse, config.fuse_k, config.hits, config.fuse_tie_order)
     if config.feedback:
         return Feedback(config.analyzer, config.feedback, config.hits)
-    return Search(config.analyzer, config.similarity, config.fields, config.filter_objects, config.hits, config.name)
+    search = Search(config.analyzer, config.similarity, config.fields, config.filter_objects, config.hits, config.name)
+    if config.dense:
+        dense = Dense(config.analyzer, config.dense, max(config.dense_k, config.hits), config.dense_exact, config.hits)
+        if config.hybrid:
+            return Hybrid(search, dense, config.hybrid, config.hybrid_weight, config.hybrid_rrf_k, config.hits)
+        return dense
+    return search
 
 
-KIND = StageKind("retrieval", retrieval, summary="search, feedback or fusion: topics to a first run")
+KIND = StageKind("retrieval", retrieval, options=(
+    Option("dense", "--dense", "dense first stage: embed the titles with ENCODER (e5 or minilm) and search the "
+           "passages' vectors (made by kueri embed, or within a run); none: lexical", metavar="ENCODER", off="none"),
+    Option("dense_k", "--dense-k", "HNSW candidates per topic of the dense search (at least --hits; 1000)", type=int,
+           metavar="K", aliases=("--k",)),
+    Option("dense_exact", "--exact", "dense search compares with every vector instead of HNSW (small corpora)",
+           action="store_true"),
+    Option("hybrid", "--hybrid", "fuse the dense run with the title search: rrf or linear; none: dense only",
+           metavar="METHOD", off="none"),
+    Option("hybrid_weight", "--hybrid-weight", "linear hybrid: the dense run's weight (0.5)", type=float, metavar="W"),
+    Option("hybrid_rrf_k", "--hybrid-rrf-k", "RRF hybrid: k in 1 / (k + rank) (60)", type=float, metavar="K"),
+), summary="search, feedback, fusion, dense or hybrid: topics to a first run")
