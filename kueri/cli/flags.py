@@ -18,6 +18,13 @@ def add_config_flag(parser: argparse.ArgumentParser) -> None:
                         help="named configuration (see `kueri configs`); the flags below replace parts of it")
 
 
+def add_corpus_or_index(parser: argparse.ArgumentParser, *, corpus: str, index: str) -> None:
+    """``--corpus`` or ``--index``, one of them required, with what each means to the command."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--corpus", help=corpus)
+    source.add_argument("--index", help=index)
+
+
 def add_workdir_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workdir", help="where indexes and caches are kept (default: KUERI_WORKDIR, else the "
                         "checkout's work/, else ~/.cache/kueri/work)")

@@ -9,6 +9,7 @@ import argparse
 from typing import Any
 
 from kueri import resources
+from kueri.cli.flags import add_corpus_or_index
 
 
 def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -20,10 +21,8 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
         "for each object side by side, with a verdict) and a JSON API at /api/search?q=... . Listens on "
         "localhost unless --host says otherwise.",
     )
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--corpus", help="corpus (.jsonl/.jsonl.gz or a folder of them), indexed into the work "
-                        "folder once")
-    source.add_argument("--index", help="an index built by `kueri index` with the configuration's analysis")
+    add_corpus_or_index(p, corpus="corpus (.jsonl/.jsonl.gz or a folder of them), indexed into the work folder once",
+                        index="an index built by `kueri index` with the configuration's analysis")
     p.add_argument("--config", nargs="+", default=["default"], metavar="NAME",
                    help="configuration(s) offered (see `kueri configs`; automatic ones only); the first is used "
                    "unless a question asks for another (%(default)s)")

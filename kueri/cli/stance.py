@@ -12,6 +12,7 @@ import argparse
 import logging
 from typing import Any
 
+from kueri.cli.flags import add_corpus_or_index
 from kueri.errors import KueriError
 from kueri.stance.label import DEFAULT_DEPTH
 
@@ -29,9 +30,8 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
         "deeper hits keep their stance (Q0 in a fresh run, evaluated as NO).",
     )
     p.add_argument("run", metavar="RUN", help="run file to label (.gz allowed)")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--index", help="index of the run's corpus (passage texts are read from it)")
-    source.add_argument("--corpus", help="the run's corpus, .jsonl/.jsonl.gz file or a folder of them")
+    add_corpus_or_index(p, corpus="the run's corpus, .jsonl/.jsonl.gz file or a folder of them",
+                        index="index of the run's corpus (passage texts are read from it)")
     p.add_argument("--topics", required=True, help="topics file (the objects of each topic)")
     p.add_argument("--output", required=True, help="labelled run file to write")
     p.add_argument("--depth", type=int, default=DEFAULT_DEPTH,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from kueri.errors import BrokenCache, IncompatibleIndex, KueriError
 from kueri.lucene.analyze import AnalyzerConfig, build_analyzer
@@ -127,7 +127,22 @@ def verify_files(index_dir: str | Path) -> None:
         directory.close()
 
 
-class LuceneIndex:
+class ReaderHandle:
+    """An open Lucene ``reader`` that closes with the object (``with`` or :meth:`close`)."""
+
+    reader: Any
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LuceneIndex(ReaderHandle):
     """An open index: the reader, passage ids by doc id, stored text, and its analyzer config.
 
     An index that is not whole (no or a bad manifest, a damaged or missing file, a wrong id list) raises
@@ -244,15 +259,6 @@ class LuceneIndex:
     def segments(self) -> int:
         """How many segments the index has (one per shard of a parallel build)."""
         return int(self.reader.leaves().size())
-
-    def close(self) -> None:
-        self.reader.close()
-
-    def __enter__(self) -> LuceneIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class ShardedIndex(LuceneIndex):

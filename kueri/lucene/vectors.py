@@ -35,7 +35,7 @@ import numpy as np
 
 from kueri import __version__
 from kueri.errors import BrokenCache, KueriError
-from kueri.lucene.index import IDS_FILE, MANIFEST, directory_size
+from kueri.lucene.index import IDS_FILE, MANIFEST, ReaderHandle, directory_size
 from kueri.lucene.jvm import java_error, java_error_message, lucene
 from kueri.lucene.search import run_queries
 from kueri.progress import progress_bar
@@ -155,7 +155,7 @@ def record_in_index_manifest(index_dir: str | Path, encoder: str, summary: dict[
     write_bytes_atomic(path, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 
-class VectorIndex:
+class VectorIndex(ReaderHandle):
     """An open vector index of a kueri index: nearest passages of query vectors (``search``) and the stored
     vectors (``vectors``). ``ids``: the kueri index's passage ids (doc id order); they must be the ones the
     vectors were made for, else :class:`~kueri.errors.BrokenCache`."""
@@ -216,12 +216,3 @@ class VectorIndex:
         except L.JavaException as exc:
             raise KueriError(f"{self.path}: cannot read its vectors: {java_error_message(exc)}") from None
         return out
-
-    def close(self) -> None:
-        self.reader.close()
-
-    def __enter__(self) -> VectorIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
