@@ -30,12 +30,12 @@ def run_name(path: str) -> str:
     return name or path
 
 
-def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """Add ``kueri evaluate`` to an argparse subparsers object; it dispatches to
     :func:`run_evaluate` through ``args.func``."""
     p = subparsers.add_parser(
         "evaluate",
-        parents=[common],
+        parents=[common] if common else [],
         help="nDCG@5 & co. (trec_eval semantics) and stance macro-F1 of run files",
         description="Evaluate run files as trec_eval does without -c: the mean is over the "
         "topics in both the run and the qrels.",

@@ -70,9 +70,9 @@ def cmd_offline(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """Add ``quality debater`` and ``quality offline`` to the main CLI's subparsers (``func`` set)."""
-    parents = [common]
+    parents = [common] if common else []
     parser = subparsers.add_parser("quality", parents=parents,
                                    help="fill an argument-quality score file (IBM Debater or offline)")
     commands = parser.add_subparsers(dest="quality_command", required=True)

@@ -12,10 +12,10 @@ from kueri import resources
 from kueri.cli.flags import add_corpus_or_index
 
 
-def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "serve",
-        parents=[common],
+        parents=[common] if common else [],
         help="answer comparative questions in a browser and as JSON (needs kueri[serve])",
         description="Load the index, the models and the JVM once and answer questions: a page at / (the arguments "
         "for each object side by side, with a verdict) and a JSON API at /api/search?q=... . Listens on "

@@ -19,11 +19,11 @@ from kueri.stance.label import DEFAULT_DEPTH
 log = logging.getLogger("kueri.cli")
 
 
-def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """Add ``kueri stance`` to the main CLI's subparsers; it dispatches to :func:`cmd_stance` (``func``)."""
     p = subparsers.add_parser(
         "stance",
-        parents=[common],
+        parents=[common] if common else [],
         help="label the top hits of a run FIRST / SECOND / NEUTRAL / NO (offline model)",
         description="Fill the stance column of a run: the top --depth hits of every topic get FIRST (pro the "
         "first object of the topic's <objects>), SECOND, NEUTRAL or NO; ranking and scores are unchanged, "
