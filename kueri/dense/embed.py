@@ -49,6 +49,7 @@ from kueri.lucene.vectors import (
 )
 from kueri.progress import progress_bar
 from kueri.second_stage.candidates import TextEncoder
+from kueri.second_stage.embedding_cache import read_entries, text_digest
 
 log = logging.getLogger(__name__)
 
@@ -223,14 +224,11 @@ def _read_known(cache_file: Path | None, dimension: int) -> dict[bytes, np.ndarr
     """The second stage's embeddings cache (text digest -> vector), if there is one and it is whole."""
     if cache_file is None or not cache_file.is_file():
         return {}
-    from kueri.second_stage.embedding_cache import read_embeddings
-
     try:
-        digests, vectors = read_embeddings(cache_file, dimension)
+        return read_entries(cache_file, dimension)
     except BrokenCache as exc:
         log.warning("%s: not used (%s)", cache_file, exc)
         return {}
-    return {bytes(d): v for d, v in zip(digests, vectors, strict=True)}
 
 
 #: Both encoders (MiniLM-L6 and e5-small) embed in 384 dimensions; checked against what they return.
@@ -343,7 +341,7 @@ def _compute(index: LuceneIndex, chunks: _Chunks, missing: list[int], encoder: s
     model: TextEncoder | None = None
     for number in missing:
         chunk_texts = texts(number)
-        digests = [hashlib.sha1(text.encode("utf-8")).digest() for text in chunk_texts]
+        digests = [text_digest(text) for text in chunk_texts]
         vectors = np.zeros((len(chunk_texts), chunks.dimension), dtype=np.float32)
         todo = [i for i, digest in enumerate(digests) if digest not in known]
         for i, digest in enumerate(digests):

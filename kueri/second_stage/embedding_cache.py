@@ -30,6 +30,19 @@ def read_embeddings(path: Path, dimension: int | None = None) -> tuple[np.ndarra
     return digests, vectors
 
 
+def read_entries(path: Path, dimension: int | None = None) -> dict[bytes, np.ndarray]:
+    """An embeddings file as ``{text_digest(text): vector}``; :class:`BrokenCache` if it is not whole."""
+    digests, vectors = read_embeddings(path, dimension)
+    # numpy's fixed-width bytes ("S20") drop trailing NUL bytes: pad them back, or a digest ending in 0x00 (one
+    # passage in 256) would never be found again and would be embedded anew on every call
+    return {bytes(d).ljust(DIGEST_BYTES, b"\0"): v for d, v in zip(digests, vectors, strict=True)}
+
+
+def text_digest(text: str) -> bytes:
+    """The key of a passage's embedding: the SHA-1 of its text, whatever corpus or index it comes from."""
+    return hashlib.sha1(text.encode("utf-8")).digest()
+
+
 class EmbeddingCache:
     """A :class:`TextEncoder` that remembers passage embeddings in a file.
 
@@ -54,22 +67,20 @@ class EmbeddingCache:
         if not self.path.is_file():
             return {}
         try:
-            digests, vectors = read_embeddings(self.path, self.dimension)
+            entries = read_entries(self.path, self.dimension)
         except BrokenCache as exc:
             log.warning("work folder: %s is broken, rebuilding it (%s)", self.path, exc)
             with contextlib.suppress(OSError):
                 self.path.unlink()
             return {}
         touch(self.path)
-        # numpy's fixed-width bytes ("S20") drop trailing NUL bytes: pad them back, or a digest ending in 0x00 (one
-        # passage in 256) would never be found again and would be embedded anew on every call
-        return {bytes(d).ljust(DIGEST_BYTES, b"\0"): v for d, v in zip(digests, vectors, strict=True)}
+        return entries
 
     def queries(self, texts: list[str]) -> np.ndarray:
         return self.encoder.queries(texts)
 
     def passages(self, texts: list[str]) -> np.ndarray:
-        digests = [hashlib.sha1(text.encode("utf-8")).digest() for text in texts]
+        digests = [text_digest(text) for text in texts]
         if any(d not in self.vectors for d in digests):
             # One process embeds while the others wait, then find the entries it added in the file.
             with file_lock(self.path.with_name(self.path.name + ".lock"), f"the embeddings {self.path.name}"):
