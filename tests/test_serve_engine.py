@@ -210,3 +210,19 @@ def test_the_openapi_document_is_valid_and_lists_every_route(idle_engine):
             assert operation["responses"], (path, method)
             for parameter in operation.get("parameters", []):
                 assert parameter["description"], (path, parameter["name"])
+
+
+def test_an_address_beyond_this_machine_is_told_apart_from_localhost():
+    """serve logs a warning when it listens on one of these."""
+    from kueri.serve.server import beyond_this_machine
+
+    assert beyond_this_machine("0.0.0.0") and beyond_this_machine("192.168.1.5") and beyond_this_machine("::")
+    assert not beyond_this_machine("127.0.0.1") and not beyond_this_machine("::1")
+    assert not beyond_this_machine("localhost")
+
+
+def test_the_command_refuses_a_wait_limit_that_is_not_positive(tmp_path):
+    result = run([sys.executable, "-m", "kueri", "serve", "--corpus", str(SAMPLE_CORPUS), "--port", "0",
+                  "--max-wait", "0", "--workdir", str(tmp_path)])
+    assert result.returncode == 2
+    assert result.stderr.strip() == "kueri: error: --max-wait must be a positive number of seconds, not 0"

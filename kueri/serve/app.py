@@ -74,15 +74,15 @@ def _parameters(query: Mapping[str, str], known: Iterable[str]) -> dict[str, str
     return dict(query)
 
 
-def _k(text: str | None, default: int, most: int) -> int:
+def _k(text: str | None, default: int, most: int, name: str = "k") -> int:
     if text is None or text == "":
         return default
     try:
         k = int(text)
     except ValueError:
-        raise BadQuestion(f"k must be a whole number, not {text[:20]!r}") from None
+        raise BadQuestion(f"{name} must be a whole number, not {text[:20]!r}") from None
     if not 1 <= k <= most:
-        raise BadQuestion(f"k must be between 1 and {most}, not {k}")
+        raise BadQuestion(f"{name} must be between 1 and {most}, not {k}")
     return k
 
 
@@ -300,7 +300,7 @@ def create_app(engine: Engine, feedback: FeedbackLog | None = None) -> Any:
                 return JSONResponse({"detail": f"index {name!r} is not served here; served: "
                                                f"{', '.join(engine.configs)}"}, status_code=404)
             query = check_text(given.get("query", ""), "query", MAX_QUESTION)
-            hits = _k(given.get("hits"), 10, MAX_K)
+            hits = _k(given.get("hits"), 10, MAX_K, "hits")
             answer = await _answer(engine, query, None, name, hits)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON error
             return _error_response(exc, "pyserini")
