@@ -19,14 +19,15 @@ import math
 import random
 from collections.abc import Sequence
 
+from learn_evidence_threshold import earlier_judgments  # scripts/, next to this one
+
 from kueri import resources
 from kueri.cli.script import run_script, script_parser, start
 from kueri.parse import read_topics
 from kueri.questions import analyse, aspect_terms, speaks_of
 from kueri.records import Hit
-from kueri.runfile import read_qrels, read_run
+from kueri.runfile import read_run
 
-QRELS_2020_2021 = ("touche2020-task2-relevance.qrels", "touche-task2-51-100-relevance.qrels")
 WEIGHTS = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
 DEPTH = 5
 
@@ -50,10 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = start(parser.parse_args(argv))
     run = read_run(args.run)
-    judgments: dict[str, dict[str, int]] = {}
-    for name in QRELS_2020_2021:
-        for topic, docs in read_qrels(resources.qrels() / name).items():
-            judgments.setdefault(topic, {}).update(docs)
+    judgments = earlier_judgments()
     with gzip.open(resources.sample() / "passages.jsonl.gz", "rt", encoding="utf-8") as handle:
         texts = {p["id"]: p["contents"] for p in map(json.loads, handle)}
     cases = []

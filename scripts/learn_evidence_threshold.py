@@ -27,6 +27,15 @@ QRELS_2022 = "touche-task2-2022-relevance.qrels"
 DEPTH = 3
 
 
+def earlier_judgments() -> dict[str, dict[str, int]]:
+    """Topic -> ClueWeb12 document -> relevance (0, 1, 2), of the Touché 2020 and 2021 judgments."""
+    judgments: dict[str, dict[str, int]] = {}
+    for name in QRELS_2020_2021:
+        for topic, docs in read_qrels(resources.qrels() / name).items():
+            judgments.setdefault(topic, {}).update(docs)
+    return judgments
+
+
 def examples(run: dict, judgments: dict[str, dict[str, int]]) -> list[tuple[float, bool]]:
     """(score, relevant) of every hit whose document is judged for its topic."""
     out = []
@@ -63,11 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run", required=True, help="kueri run --config NAME on the sample's topics")
     args = start(parser.parse_args(argv))
     run = read_run(args.run)
-    judgments: dict[str, dict[str, int]] = {}
-    for name in QRELS_2020_2021:
-        for topic, docs in read_qrels(resources.qrels() / name).items():
-            judgments.setdefault(topic, {}).update(docs)
-    pairs = examples(run, judgments)
+    pairs = examples(run, earlier_judgments())
     threshold, j = best_threshold(pairs)
     relevant = sum(r for _, r in pairs)
     print(f"examples: {len(pairs)} judged hits (2020/2021), {relevant} relevant")

@@ -228,7 +228,7 @@ class Answer:
 SIDE_KEYS = {"FIRST": "first", "SECOND": "second"}
 #: The best passages' ranking score under which a passage is rarely relevant, per configuration; learned on the
 #: Touché 2020/2021 judgments by scripts/learn_evidence_threshold.py (docs/serve.md says how).
-WEAK_SCORE = {"default": 0.0}
+WEAK_SCORE = {"default": 1.5608}
 EVIDENCE_DEPTH = 3  # the passages whose scores are looked at: the first a reader reads
 
 
