@@ -387,7 +387,7 @@ def test_a_feedback_click_is_appended_to_the_work_folders_file(served, default_t
     lines = [json.loads(line) for line in path.read_text().splitlines()[len(before):]]
     assert [(j["passage"], j["useful"], j["objects"]) for j in lines] == [("p-1", True, ["Canon", "Nikon"]),
                                                                            ("p-2", False, None)]
-    for data, kind, message in [(b"{}", "application/json", "name the question"),
+    for data, kind, message in [(b'{"useful": true}', "application/json", "name the question"),
                                 (b'{"question": "q", "passage": "p", "useful": "yes"}', "application/json",
                                  "useful must be true or false"),
                                 (b"not json", "application/json", "not valid JSON"),
@@ -544,6 +544,8 @@ def test_in_chromium_the_api_page_lists_every_endpoint_from_this_server_only(ser
 
 def test_in_chromium_an_export_and_a_feedback_click(served, browser, default_tira_run):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
 
     ask_in_the_form(browser, served, "Which is better, Canon or Nikon?")
     href = browser.find_element(By.ID, "download-run").get_attribute("href")
@@ -555,9 +557,12 @@ def test_in_chromium_an_export_and_a_feedback_click(served, browser, default_tir
     before = len(path.read_text().splitlines()) if path.exists() else 0
     card = browser.find_elements(By.CSS_SELECTOR, "article.passage")[0]
     passage_id = card.find_element(By.CSS_SELECTOR, "input[name=id]").get_attribute("value")
+    card_id = card.get_attribute("id")
     card.find_element(By.CSS_SELECTOR, "button.useful[value=yes]").click()
-    assert browser.current_url.endswith("#" + card.get_attribute("id"))  # back on the page, at the passage
-    assert browser.find_element(By.ID, "verdict")
+    WebDriverWait(browser, 120).until(expected_conditions.staleness_of(card))
+    WebDriverWait(browser, 120).until(expected_conditions.presence_of_element_located((By.ID, "verdict")))
+    url = browser.current_url
+    assert "/api/" not in url and "q=Which" in url and url.endswith("#" + card_id), url  # back, at the passage
     lines = path.read_text().splitlines()
     assert len(lines) == before + 1
     judgment = json.loads(lines[-1])
