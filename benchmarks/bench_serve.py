@@ -62,6 +62,17 @@ def questions(n: int) -> list[str]:
     return [pool[i % len(pool)] for i in range(n)]
 
 
+def distinct(n: int) -> list[str]:
+    """``n`` different questions: Touché titles and the free questions in turn, then titles (58 at most)."""
+    from kueri.parse import read_topics
+
+    titles = [t.title for t in read_topics(resources.sample() / "topics.xml")]
+    pool = [q for pair in zip(titles, FREE_QUESTIONS, strict=False) for q in pair] + titles[len(FREE_QUESTIONS):]
+    if n > len(pool):
+        raise SystemExit(f"--burst takes at most {len(pool)} questions")
+    return pool[:n]
+
+
 @dataclass
 class Server:
     """A ``kueri serve`` (or any command that prints ``ready at http://HOST:PORT/``) in its own process."""
@@ -197,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.burst:
         workdir = root / "burst"
         fresh_workdir(base, workdir)
-        paths = [f"/api/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in questions(args.burst)]
+        paths = [f"/api/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in distinct(args.burst)]
         assert len(set(paths)) == len(paths), "the burst's questions must differ"
         with Server([*command(workdir), "--max-wait", str(args.max_wait)]) as server:
             started = time.perf_counter()
