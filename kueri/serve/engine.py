@@ -41,6 +41,10 @@ MAX_K = 1000  # a run keeps at most 1000 hits a topic
 #: Seconds a question may wait for its answer: a new question that the queue would keep longer is refused at once
 #: (503 with Retry-After), and one still waiting after this long gets a 503 too (``kueri serve --max-wait``).
 MAX_WAIT = 60.0
+#: What the queue expects a question to cost until one is measured: a cold question on the sample took 5.5 s on 2
+#: quiet cores and 17-18 s at a load of 14 (docs/serve.md). The start's warm-up question is not measured: it also
+#: pays for loading the models, about 60 s at that load, and would make the queue admit one question at a time.
+QUESTION_SECONDS_AT_START = 15.0
 ANSWER_CACHE = 256  # answers kept (each a whole ranking of ids and scores: a few tens of kB)
 #: A corpus this small is embedded whole when the server starts (in chunks between questions), so every
 #: question on it is warm; a larger one embeds the candidates each question needs and keeps them.
@@ -349,7 +353,8 @@ class Engine:
         self.progress = progress
         self.max_waiting = max_waiting
         self.max_wait = max_wait
-        self.question_seconds = 0.0  # what ranking a question costs lately (0: not measured yet)
+        self.question_seconds = QUESTION_SECONDS_AT_START  # what ranking a question costs lately
+        self._measuring = False  # from the end of the warm-up
         self._questions_waiting = 0
         self._indexes: dict[Any, Any] = {}
         self._shared: dict[Any, Any] = {}
@@ -398,6 +403,8 @@ class Engine:
     def _measured(self, seconds: float) -> None:
         """A question's ranking took ``seconds``: the cost the queue expects moves halfway towards it (the
         cost changes fast when the embeddings fill or the machine's load changes)."""
+        if not self._measuring:
+            return
         with self._lock:
             self.question_seconds = seconds if not self.question_seconds else (self.question_seconds + seconds) / 2
 
@@ -419,6 +426,7 @@ class Engine:
             self.on_pipeline(lambda name=name: self._rank("Which is better, a laptop or a desktop?", None, name)
                              ).result()
         self.ready = True
+        self._measuring = True
         size = len(self._any_index())
         if preembed or (preembed is None and size <= PREEMBED_LIMIT):
             threading.Thread(target=self._preembed, name="kueri-preembed", daemon=True).start()
