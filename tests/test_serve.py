@@ -203,6 +203,7 @@ def test_a_question_without_two_objects_still_gets_a_ranked_list_and_says_so(ser
     assert status == 200 and answer["objects"] is None and answer["objects_from"] == "none"
     assert len(answer["passages"]) == 5 and "no two objects" in answer["note"]
     assert {p["stance"] for p in answer["passages"]} == {"NO"}
+    assert answer["evidence"] is None  # the threshold is for the whole configuration's scores, not the search's
 
 
 @pytest.mark.parametrize(("query", "status", "message"), [

@@ -615,7 +615,8 @@ class Engine:
             passages.append(Passage(rank, hit.doc, hit.stance if hit.stance in SIDES else "NO", hit.score,
                                     ranking.quality[hit.doc], text, self.links.url(hit.doc),
                                     tuple(mentions(text, matcher)) if matcher else (), speaks_of(text, terms)))
-        threshold = WEAK_SCORE.get(ranking.config.name)
+        # the threshold is for the configuration's own scores; without objects its later stages do not run
+        threshold = WEAK_SCORE.get(ranking.config.name) if ranking.objects_from != "none" else None
         evidence = Evidence.of([hit.score for hit in ranking.hits], threshold) if threshold is not None else None
         summaries = {side: summarise(passages, side, terms) for side in SIDE_KEYS} if objects else {}
         # a Touché topic is a comparative question by definition; a free one is if the extractor says so
