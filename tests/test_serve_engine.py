@@ -231,3 +231,49 @@ def test_the_command_refuses_a_wait_limit_that_is_not_positive(tmp_path):
                   "--max-wait", "0", "--workdir", str(tmp_path)])
     assert result.returncode == 2
     assert result.stderr.strip() == "kueri: error: --max-wait must be a positive number of seconds, not 0"
+
+
+def asgi_get(app, path: str, query: str = "") -> tuple[int, dict[str, str], bytes]:
+    """One GET through the ASGI application itself (no server, no client library): status, headers, body."""
+    import asyncio
+
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": [],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "root_path": ""}
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+    return start["status"], headers, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def test_a_full_queue_answers_503_with_retry_after_and_still_answers_bad_requests(idle_engine):
+    import threading
+
+    pytest.importorskip("starlette", reason="kueri serve needs the serve extra: pip install 'kueri[serve]'")
+    from kueri.serve.app import create_app
+
+    app = create_app(idle_engine)
+    release = threading.Event()
+    idle_engine.question_seconds = 20.0
+    busy = [idle_engine.on_pipeline(lambda: release.wait(30), question=True)]  # running: 20 s
+    try:
+        status, headers, body = asgi_get(app, "/api/search", "q=Which+is+better%2C+tea+or+coffee%3F")
+        assert status == 503 and headers["retry-after"] == "20" and b"would wait longer than 25 s" in body
+        assert "default-src 'self'" in headers["content-security-policy"]
+        status, headers, body = asgi_get(app, "/", "q=Which+is+better%2C+tea+or+coffee%3F")
+        assert status == 503 and headers["retry-after"] == "20" and b'role="alert"' in body
+        status, headers, body = asgi_get(app, "/v1/indexes/default/search", "query=tea+or+coffee")
+        assert status == 503 and headers["retry-after"] == "20" and json.loads(body)["detail"]
+        status, _, body = asgi_get(app, "/api/search", "q=")  # a bad request is answered at once
+        assert status == 400 and json.loads(body)["error"] == "the question is empty"
+    finally:
+        release.set()
+        busy[0].result(timeout=30)
