@@ -12,6 +12,12 @@ The real command (``kueri serve``, a process of its own) on 127.0.0.1, asked thr
   (what a question costs once its passages were embedded, by an earlier question or up front);
 * **repeat**: the same questions again, without a restart: answered from the server's answer cache.
 
+With ``--burst N`` it measures the bounded queue instead: N different cold questions at once (each on its
+own connection) to a server just started on a fresh work folder with ``--max-wait`` seconds as its limit;
+each is answered (200) or refused (503 with Retry-After), and no request may take longer than the limit:
+
+    .venv/bin/python benchmarks/bench_serve.py --burst 32 --max-wait 60
+
 The questions are the shipped sample's Touché topics' titles and free questions in other forms, in turn.
 Latency is measured at the client (the request's whole round trip); throughput is questions per second of
 the phase's wall time. Loops are bounded: each phase asks exactly ``--questions`` questions.
@@ -54,6 +60,17 @@ def questions(n: int) -> list[str]:
     titles = [t.title for t in read_topics(resources.sample() / "topics.xml")]
     pool = [q for pair in zip(titles, itertools.cycle(FREE_QUESTIONS)) for q in pair]  # topics and free, in turn
     return [pool[i % len(pool)] for i in range(n)]
+
+
+def distinct(n: int) -> list[str]:
+    """``n`` different questions: Touché titles and the free questions in turn, then titles (58 at most)."""
+    from kueri.parse import read_topics
+
+    titles = [t.title for t in read_topics(resources.sample() / "topics.xml")]
+    pool = [q for pair in zip(titles, FREE_QUESTIONS, strict=False) for q in pair] + titles[len(FREE_QUESTIONS):]
+    if n > len(pool):
+        raise SystemExit(f"--burst takes at most {len(pool)} questions")
+    return pool[:n]
 
 
 @dataclass
@@ -122,6 +139,26 @@ def ask_all(server: Server, paths: Sequence[str], clients: int) -> tuple[list[fl
     return latencies, time.perf_counter() - started
 
 
+def burst(server: Server, paths: Sequence[str]) -> list[tuple[int, float, str]]:
+    """Every path asked at the same moment, each on its own connection: (status, seconds, Retry-After)."""
+    barrier = threading.Barrier(len(paths))
+
+    def one(path: str) -> tuple[int, float, str]:
+        connection = http.client.HTTPConnection(server.host, server.port, timeout=1200)
+        connection.connect()
+        barrier.wait()
+        started = time.perf_counter()
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+        took = time.perf_counter() - started
+        connection.close()
+        return response.status, took, response.getheader("Retry-After") or ""
+
+    with ThreadPoolExecutor(len(paths)) as pool:
+        return list(pool.map(one, paths))
+
+
 def percentile(values: Sequence[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
@@ -154,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="without cold, every level shares one work folder warmed by an unmeasured pass")
     parser.add_argument("--workdir", default="/tmp/kueri-bench-serve", help="where the work folders go")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--burst", type=int, help="measure the bounded queue: this many cold questions at once")
+    parser.add_argument("--max-wait", type=float, default=60.0,
+                        help="the server's --max-wait for --burst (%(default)s)")
     args = parser.parse_args(argv)
     root = Path(args.workdir)
     base = root / "base"
@@ -165,6 +205,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with Server(command(base)) as prepared:  # builds (or reuses) the index once
         print(f"prepared {base} in {prepared.started_seconds:.1f} s", file=sys.stderr)
+    if args.burst:
+        workdir = root / "burst"
+        fresh_workdir(base, workdir)
+        paths = [f"/api/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in distinct(args.burst)]
+        assert len(set(paths)) == len(paths), "the burst's questions must differ"
+        with Server([*command(workdir), "--max-wait", str(args.max_wait)]) as server:
+            started = time.perf_counter()
+            results = burst(server, paths)
+            wall = time.perf_counter() - started
+        answered = [took for status, took, _ in results if status == 200]
+        refused = [took for status, took, _ in results if status == 503]
+        others = [status for status, _, _ in results if status not in (200, 503)]
+        waits = sorted({int(r) for status, _, r in results if status == 503 and r})
+        print("| questions at once | limit s | answered | refused (503) | other | longest answered s | "
+              "longest refused s | longest of all s | Retry-After s | wall s |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        print(f"| {len(results)} | {args.max_wait:g} | {len(answered)} | {len(refused)} | {len(others)} | "
+              f"{max(answered, default=0):.2f} | {max(refused, default=0):.2f} | "
+              f"{max(took for _, took, _ in results):.2f} | {', '.join(map(str, waits)) or '-'} | {wall:.1f} |")
+        if args.json:
+            Path(args.json).write_text(json.dumps([{"status": s_, "seconds": t, "retry_after": r}
+                                                   for s_, t, r in results], indent=1))
+        return 1 if others or max(took for _, took, _ in results) > args.max_wait + 1 else 0
     asked = questions(args.questions)
     paths = [f"/api/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in asked]
     rows = []

@@ -41,11 +41,25 @@ class Served:
 
 def get(url: str, timeout: float = 120) -> tuple[int, str]:
     """Status and body of a GET (an error status is an answer too, not an exception)."""
+    status, _, body = get_with_headers(url, timeout)
+    return status, body
+
+
+def get_with_headers(url: str, timeout: float = 120, data: bytes | None = None,
+                     headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    """Status, headers (lower-case names) and body of a GET (a POST with ``data``), redirects not followed."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):  # noqa: ANN002, ANN003 - urllib's signature
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    request = urllib.request.Request(url, data=data, headers=headers or {})
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status, response.read().decode("utf-8")
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read().decode()
     except urllib.error.HTTPError as error:
-        return error.code, error.read().decode("utf-8")
+        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read().decode("utf-8")
 
 
 def api(served: Served, path: str) -> tuple[int, dict]:
@@ -60,9 +74,11 @@ def search(served: Served, **params: object) -> tuple[int, dict]:
 @pytest.fixture(scope="module")
 def served(default_tira_run) -> Served:
     """``kueri serve --corpus SAMPLE`` on a free port of 127.0.0.1, ready."""
+    # --max-wait 600: the free questions below are cold, and on a loaded machine a queue of them may pass the
+    # default 60 s; the queue's limit has its own tests (test_serve_engine.py) and benchmark (bench_serve.py)
     process = subprocess.Popen(
         [sys.executable, "-m", "kueri", "serve", "--corpus", str(SAMPLE_CORPUS), "--port", "0", "--workdir",
-         str(default_tira_run.workdir), "--no-preembed"],
+         str(default_tira_run.workdir), "--no-preembed", "--max-wait", "600"],
         cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     server = Served("", process)
@@ -187,6 +203,7 @@ def test_a_question_without_two_objects_still_gets_a_ranked_list_and_says_so(ser
     assert status == 200 and answer["objects"] is None and answer["objects_from"] == "none"
     assert len(answer["passages"]) == 5 and "no two objects" in answer["note"]
     assert {p["stance"] for p in answer["passages"]} == {"NO"}
+    assert answer["evidence"] is None  # the threshold is for the whole configuration's scores, not the search's
 
 
 @pytest.mark.parametrize(("query", "status", "message"), [
@@ -247,6 +264,150 @@ def test_the_page_works_without_javascript(served):
     assert status == 200 and "@media" in css
 
 
+def test_an_aspect_is_found_shown_and_narrows_only_the_list(served):
+    question = "Which is cheaper, a laptop or a desktop?"
+    status, answer = search(served, q=question, k=20)
+    assert status == 200 and answer["comparative"] is True
+    assert answer["objects"] == ["laptop", "desktop"] and (answer["aspect"], answer["aspect_from"]) == ("cheaper",
+                                                                                                       "extracted")
+    about = [p for p in answer["passages"] if p["about_aspect"]]
+    assert all(re.search(r"(?i)\bcheap", p["text"]) for p in about)
+    assert not any(re.search(r"(?i)\bcheap", p["text"]) for p in answer["passages"] if not p["about_aspect"])
+    status, narrowed = search(served, q=question, k=20, narrow=1)
+    assert [p["id"] for p in narrowed["passages"]] == [p["id"] for p in about]  # the ranks stay the ranking's
+    # the ranking is the question's whatever the aspect: another aspect marks other passages of the same list
+    status, other = search(served, q=question, k=20, aspect="battery")
+    assert other["aspect"] == "battery" and other["aspect_from"] == "given"
+    assert [p["id"] for p in other["passages"]] == [p["id"] for p in answer["passages"]]
+    status, none = search(served, q=question, k=20, aspect="")
+    assert none["aspect"] is None and not any(p["about_aspect"] for p in none["passages"])
+
+
+def test_a_summary_per_side_links_to_shown_passages_of_that_side(served):
+    status, answer = search(served, q="Which is better, a laptop or a desktop?", k=10)
+    assert status == 200 and set(answer["summaries"]) == {"first", "second"}
+    by_rank = {p["rank"]: p for p in answer["passages"]}
+    for side, stance in (("first", "FIRST"), ("second", "SECOND")):
+        for sentence in answer["summaries"][side]:
+            passage = by_rank[sentence["rank"]]
+            assert passage["stance"] == stance and passage["id"] == sentence["id"]
+            assert sentence["text"] in " ".join(passage["text"].split())
+    assert any(answer["summaries"].values())
+
+
+def test_a_question_that_compares_nothing_is_said_so_and_still_answered(served):
+    status, answer = search(served, q="Can I bring a laptop or a tablet on a plane?", k=5)
+    assert status == 200 and answer["comparative"] is False and len(answer["passages"]) == 5
+    status, html = get(served.url + "?" + urllib.parse.urlencode({"q": "Can I bring a laptop or a tablet on a plane?"}))
+    assert status == 200 and 'id="not-comparative"' in html
+
+
+def test_a_question_the_sample_cannot_answer_gets_no_confident_verdict(served):
+    """The issue's example: the sample has passages about storing tea and boiling kettles, nothing on health."""
+    status, answer = search(served, q="Is tea healthier than coffee?", k=10)
+    assert status == 200 and answer["evidence"]["weak"] is True and answer["verdict"]["confident"] is False
+    status, html = get(served.url + "?" + urllib.parse.urlencode({"q": "Is tea healthier than coffee?"}))
+    assert 'id="weak"' in html and "holds little on this question" in html and 'data-confident="no"' in html
+    assert "The passages favour" not in html
+    status, answer = search(served, q="Which is better, a laptop or a desktop?", k=10)  # a topic it can answer
+    assert answer["evidence"]["weak"] is False and answer["verdict"]["confident"] is True
+
+
+def test_openapi_json_is_valid_openapi_3_and_lists_every_endpoint(served):
+    validator = pytest.importorskip("openapi_spec_validator", reason="openapi-spec-validator (the test extra)")
+    status, spec = api(served, "openapi.json")
+    assert status == 200
+    validator.validate(spec)
+    assert set(spec["paths"]) >= {"/", "/api/search", "/api/health", "/api/feedback", "/openapi.json", "/api/docs",
+                                  "/v1/indexes/{index}/search", "/v1/indexes/{index}/documents/{docid}"}
+    search_parameters = {p["name"] for p in spec["paths"]["/api/search"]["get"]["parameters"]}
+    from kueri.serve.app import API_PARAMETERS
+
+    assert search_parameters == set(API_PARAMETERS)
+    assert {"400", "404", "405", "500", "503"} <= set(spec["paths"]["/api/search"]["get"]["responses"])
+    status, html = get(served.url + "api/docs")
+    assert status == 200 and all(f'id="{op}"' in html for op in ("search", "pyseriniSearch", "feedback", "health"))
+    assert not re.search(r"""(?:src|href)=["']https?://""", html)  # nothing from outside the server
+
+
+def test_a_pyserini_client_gets_pyserini_shaped_answers(served, default_tira_run, topics):
+    """The requests a client written for pyserini's REST server sends (rank_llm's ServiceRetriever: query, hits,
+    qid; then the document by id), and the fields it reads."""
+    title = next(t.title for t in topics if t.number == "2")
+    url = served.url + "v1/indexes/default/search?" + urllib.parse.urlencode({"query": title, "hits": 50,
+                                                                               "qid": "2"})
+    status, body = get(url)
+    assert status == 200
+    data = json.loads(body)
+    assert data["query"] == {"qid": "2", "text": title}
+    assert [set(c) for c in data["candidates"]] == [{"docid", "score", "doc"}] * 50
+    expected = reference_topic(default_tira_run.out / "run.txt", "2")[:50]
+    assert [c["docid"] for c in data["candidates"]] == [doc for doc, _ in expected]  # the ranking of kueri run
+    first = data["candidates"][0]
+    assert first["doc"]["id"] == first["docid"] and first["doc"]["contents"]
+    status, body = get(served.url + "v1/indexes/default/documents/" + urllib.parse.quote(first["docid"]))
+    assert status == 200 and json.loads(body) == {"docid": first["docid"], "text": first["doc"]}
+    # pyserini's errors: {"detail": ...}
+    for path, code, message in [("v1/indexes/msmarco-v1-passage/search?query=x", 404, "not served here"),
+                                ("v1/indexes/default/search?query=", 400, "the query is empty"),
+                                ("v1/indexes/default/search?query=x&hits=0", 400, "hits must be between"),
+                                ("v1/indexes/default/documents/no-such-passage", 404, "not found")]:
+        status, body = get(served.url + path)
+        assert status == code and message in json.loads(body)["detail"], (path, body)
+
+
+def test_an_answer_downloads_as_json_and_as_a_touche_run_file(served, default_tira_run, topics):
+    from kueri.runfile import read_run
+
+    title = next(t.title for t in topics if t.number == "12")
+    query = urllib.parse.urlencode({"q": title, "k": 25})
+    status, headers, body = get_with_headers(served.url + f"api/search?{query}&format=run")
+    assert status == 200 and 'attachment; filename="kueri-' in headers["content-disposition"]
+    assert headers["content-type"].startswith("text/plain")
+    path = default_tira_run.workdir.parent / "export-run.txt"
+    path.write_text(body)
+    run = read_run(path)
+    expected = reference_topic(default_tira_run.out / "run.txt", "12")[:25]
+    assert [(h.doc, h.stance) for h in run["12"]] == expected
+    status, headers, body = get_with_headers(served.url + f"api/search?{query}&format=json")
+    assert status == 200 and headers["content-disposition"].endswith('.json"') and json.loads(body)["topic"] == "12"
+
+
+def test_a_feedback_click_is_appended_to_the_work_folders_file(served, default_tira_run):
+    path = default_tira_run.workdir / "feedback.jsonl"
+    before = path.read_text().splitlines() if path.exists() else []
+    form = urllib.parse.urlencode({"q": "Which is better, Canon or Nikon?", "id": "p-1", "rank": "1",
+                                   "useful": "yes", "first": "Canon", "second": "Nikon", "config": "default",
+                                   "back": "/?q=Canon#p1"}).encode()
+    status, headers, _ = get_with_headers(served.url + "api/feedback", data=form)
+    assert status == 303 and headers["location"] == "/?q=Canon#p1"
+    status, _, body = get_with_headers(served.url + "api/feedback", data=json.dumps(
+        {"question": "Is tea healthier than coffee?", "passage": "p-2", "useful": False}).encode(),
+        headers={"Content-Type": "application/json"})
+    assert status == 200 and json.loads(body) == {"recorded": True}
+    lines = [json.loads(line) for line in path.read_text().splitlines()[len(before):]]
+    assert [(j["passage"], j["useful"], j["objects"]) for j in lines] == [("p-1", True, ["Canon", "Nikon"]),
+                                                                           ("p-2", False, None)]
+    for data, kind, message in [(b'{"useful": true}', "application/json", "name the question"),
+                                (b'{"question": "q", "passage": "p", "useful": "yes"}', "application/json",
+                                 "useful must be true or false"),
+                                (b"not json", "application/json", "not valid JSON"),
+                                (b"q=x&id=p&useful=maybe", "application/x-www-form-urlencoded", "yes or no"),
+                                (b"x", "text/plain", "application/json or a form"),
+                                (b"q=" + b"x" * 20_000, "application/x-www-form-urlencoded", "larger than 10 kB")]:
+        status, _, body = get_with_headers(served.url + "api/feedback", data=data, headers={"Content-Type": kind})
+        assert status in (400, 413) and message in json.loads(body)["error"], (data[:30], body)
+    assert len(path.read_text().splitlines()) == len(before) + 2
+
+
+def test_every_response_carries_the_security_headers(served):
+    for path in ("", "api/health", "openapi.json", "static/kueri.css", "api/nothing", "v1/indexes/x/search"):
+        _, headers, _ = get_with_headers(served.url + path)
+        assert "default-src 'self'" in headers["content-security-policy"], path
+        assert "frame-ancestors 'none'" in headers["content-security-policy"] and headers["x-frame-options"] == "DENY"
+        assert headers["x-content-type-options"] == "nosniff"
+
+
 # -- in a real browser ---------------------------------------------------------------------------------------------
 
 def chromium() -> tuple[str, str] | None:
@@ -269,6 +430,7 @@ def browser():
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1600",
                      "--disable-extensions", "--no-first-run"):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # to see what the CSP refused, if anything
     driver = webdriver.Chrome(service=Service(executable_path=found[1]), options=options)
     driver.set_page_load_timeout(120)
     yield driver
@@ -324,3 +486,96 @@ def test_in_chromium_an_error_is_a_note_and_a_phone_sees_one_column(served, brow
         assert width <= 390  # nothing wider than the screen
     finally:
         browser.set_window_size(1280, 1600)
+
+
+def csp_refusals(browser) -> list[str]:
+    return [entry["message"] for entry in browser.get_log("browser") if "Content Security Policy" in entry["message"]]
+
+
+def ask_in_the_form(browser, served: Served, question: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(served.url)
+    browser.find_element(By.ID, "q").send_keys(question)
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 300).until(expected_conditions.presence_of_element_located((By.ID, "answer")))
+
+
+def test_in_chromium_an_aspect_question_shows_objects_aspect_summaries_and_verdict(served, browser):
+    from selenium.webdriver.common.by import By
+
+    browser.get_log("browser")  # start from a clean log
+    ask_in_the_form(browser, served, "Which is cheaper, a laptop or a desktop?")
+    assert browser.find_element(By.ID, "first").get_attribute("value") == "laptop"
+    assert browser.find_element(By.ID, "second").get_attribute("value") == "desktop"
+    assert browser.find_element(By.ID, "aspect").get_attribute("value") == "cheaper"
+    assert browser.find_element(By.ID, "aspect-used").text == "cheaper"
+    summaries = [browser.find_element(By.ID, f"summary-{side}") for side in ("first", "second")]
+    assert all(s.is_displayed() and s.find_element(By.TAG_NAME, "h4").text == "In short" for s in summaries)
+    sentences = browser.find_elements(By.CSS_SELECTOR, ".summary li")
+    assert sentences, "no summary sentence on either side"
+    for link in browser.find_elements(By.CSS_SELECTOR, ".summary li a"):
+        target = link.get_attribute("href").split("#")[1]
+        column = link.find_element(By.XPATH, "ancestor::section[1]")
+        assert column.find_element(By.ID, target)  # the sentence's passage is shown, in the same column
+    verdict = browser.find_element(By.ID, "verdict")
+    assert verdict.is_displayed() and "Verdict of the top 10" in verdict.text
+    assert browser.find_element(By.CSS_SELECTOR, "#verdict svg.bar").size["width"] > 100  # the bar, drawn
+    # narrowing to the aspect: only marked passages remain
+    browser.find_element(By.ID, "narrow").click()
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    shown = browser.find_elements(By.CSS_SELECTOR, "article.passage")
+    assert len(shown) == len(browser.find_elements(By.CSS_SELECTOR, "article.passage .about-aspect"))
+    assert csp_refusals(browser) == []  # the page needs nothing its own policy forbids
+
+
+def test_in_chromium_the_api_page_lists_every_endpoint_from_this_server_only(served, browser):
+    from selenium.webdriver.common.by import By
+
+    browser.get(served.url + "api/docs")
+    listed = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "section.endpoint h2")]
+    status, spec = api(served, "openapi.json")
+    assert listed == [f"{method.upper()} {path}" for path, methods in spec["paths"].items() for method in methods]
+    origins = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => new URL(e.name).origin)")
+    assert set(origins) <= {served.url.rstrip("/")}
+
+
+def test_in_chromium_an_export_and_a_feedback_click(served, browser, default_tira_run):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    ask_in_the_form(browser, served, "Which is better, Canon or Nikon?")
+    href = browser.find_element(By.ID, "download-run").get_attribute("href")
+    run = browser.execute_async_script(
+        "const done = arguments[1]; fetch(arguments[0]).then(r => r.text()).then(done)", href)
+    lines = run.splitlines()
+    assert len(lines) == 10 and all(line.split()[0] == "3" and line.endswith("kueri-default") for line in lines)
+    path = default_tira_run.workdir / "feedback.jsonl"
+    before = len(path.read_text().splitlines()) if path.exists() else 0
+    card = browser.find_elements(By.CSS_SELECTOR, "article.passage")[0]
+    passage_id = card.find_element(By.CSS_SELECTOR, "input[name=id]").get_attribute("value")
+    card_id = card.get_attribute("id")
+    card.find_element(By.CSS_SELECTOR, "button.useful[value=yes]").click()
+    WebDriverWait(browser, 120).until(expected_conditions.staleness_of(card))
+    WebDriverWait(browser, 120).until(expected_conditions.presence_of_element_located((By.ID, "verdict")))
+    url = browser.current_url
+    assert "/api/" not in url and "q=Which" in url and url.endswith("#" + card_id), url  # back, at the passage
+    lines = path.read_text().splitlines()
+    assert len(lines) == before + 1
+    judgment = json.loads(lines[-1])
+    assert (judgment["question"], judgment["passage"], judgment["useful"]) == ("Which is better, Canon or Nikon?",
+                                                                            passage_id, True)
+
+
+def test_in_chromium_a_question_the_corpus_cannot_answer(served, browser):
+    from selenium.webdriver.common.by import By
+
+    ask_in_the_form(browser, served, "Is tea healthier than coffee?")
+    assert "holds little on this question" in browser.find_element(By.ID, "weak").text
+    verdict = browser.find_element(By.ID, "verdict")
+    assert verdict.get_attribute("data-confident") == "no" and "No verdict" in verdict.text
+    assert "favour" not in verdict.text and not browser.find_elements(By.CSS_SELECTOR, "#verdict svg.bar")

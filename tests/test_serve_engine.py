@@ -115,3 +115,165 @@ def test_the_command_refuses_a_configuration_that_needs_judgments(tmp_path):
                   "--config", "row-16", "--workdir", str(tmp_path)])
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "configuration row-16 uses relevance judgments" in result.stderr
+
+
+# -- the queue, the evidence, the summaries, the feedback file, the OpenAPI document (no server) ----------------
+
+@pytest.fixture
+def idle_engine(tmp_path):
+    """An engine that was never started: its queue works, nothing is loaded."""
+    from kueri.serve.engine import Engine
+
+    engine = Engine(corpus=SAMPLE_CORPUS, workdir=tmp_path, max_wait=25)
+    yield engine
+    engine._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def test_a_question_the_queue_would_keep_too_long_is_refused_at_once(idle_engine):
+    import threading
+
+    from kueri.serve.engine import Busy
+
+    release = threading.Event()
+    idle_engine.question_seconds = 10.0  # what questions cost lately
+    first = idle_engine.on_pipeline(lambda: release.wait(30), question=True)  # running
+    second = idle_engine.on_pipeline(lambda: 2, question=True)  # waits 10 s: 20 s in all, within 25
+    with pytest.raises(Busy, match="would wait longer than 25 s") as refused:
+        idle_engine.on_pipeline(lambda: 3, question=True)  # 30 s
+    assert refused.value.retry_after == 20
+    other = idle_engine.on_pipeline(lambda: "not a question")  # other work is not refused by the estimate
+    release.set()
+    assert first.result(timeout=30) is True and second.result(timeout=30) == 2 and other.result(timeout=30)
+    assert idle_engine.on_pipeline(lambda: 4, question=True).result(timeout=30) == 4  # the queue drained
+    assert idle_engine._questions_waiting == 0
+
+
+def test_the_cost_a_question_is_expected_to_take_follows_the_measured_ones(idle_engine):
+    from kueri.serve.engine import QUESTION_SECONDS_AT_START
+
+    idle_engine._measured(60.0)  # the warm-up, which also loads the models: not measured
+    assert idle_engine.question_seconds == QUESTION_SECONDS_AT_START
+    idle_engine._measuring = True  # as after the start
+    idle_engine.question_seconds = 0.0
+    idle_engine._measured(8.0)
+    assert idle_engine.question_seconds == 8.0
+    idle_engine._measured(2.0)
+    assert idle_engine.question_seconds == 5.0
+
+
+def test_evidence_is_weak_when_none_of_the_top_passages_reaches_the_threshold():
+    from kueri.serve.engine import Evidence
+
+    assert Evidence.of([-0.5, -1.0, -2.0, 2.0], threshold=0.0).weak  # rank 4 is not read
+    assert not Evidence.of([-0.5, 0.1, -2.0, -3.0], threshold=0.0).weak
+    assert Evidence.of([], threshold=0.0).weak and Evidence.of([], threshold=0.0).best is None
+
+
+def test_a_summary_takes_each_sides_best_sentences_from_its_own_passages():
+    from kueri.serve.engine import summarise
+
+    text1 = "Laptops are portable. A laptop is better because you can carry it to class every day. The end."
+    text2 = "Desktops are cheaper than laptops for the same power, and easier to repair at home."
+    passages = [Passage(1, "a", "FIRST", 2.0, 0.5, text1, None, ((0, 7, "OBJ1"), (24, 30, "OBJ1"))),
+                Passage(2, "b", "SECOND", 1.5, 0.5, text2, None, ((0, 8, "OBJ2"), (36, 43, "OBJ1"))),
+                Passage(3, "c", "NEUTRAL", 1.0, 0.5, "Neutral words about laptops and desktops here.", None, ())]
+    first = summarise(passages, "FIRST", [])
+    assert [(s.text, s.rank, s.id) for s in first] == [
+        ("A laptop is better because you can carry it to class every day.", 1, "a")]
+    second = summarise(passages, "SECOND", ["cheap"])
+    assert [s.rank for s in second] == [2] and second[0].text.startswith("Desktops are cheaper")
+    assert summarise(passages[2:], "FIRST", []) == []
+
+
+def test_feedback_lines_are_whole_json_even_after_a_torn_line(tmp_path):
+    from kueri.serve.feedback import FeedbackLog, Judgment
+
+    log = FeedbackLog(tmp_path / "feedback.jsonl")
+    log.record(Judgment("Is tea better than coffee?", ["tea", "coffee"], "default", "p1", 1, True))
+    with (tmp_path / "feedback.jsonl").open("a") as handle:
+        handle.write('{"question": "torn by a cra')  # a crash in the middle of a write
+    log.record(Judgment("Is tea better than coffee?", None, "default", "p2", None, False))
+    lines = (tmp_path / "feedback.jsonl").read_text().splitlines()
+    assert len(lines) == 3
+    first, last = json.loads(lines[0]), json.loads(lines[2])
+    assert first["passage"] == "p1" and first["useful"] is True and first["objects"] == ["tea", "coffee"]
+    assert last["passage"] == "p2" and last["useful"] is False and last["time"].endswith("Z")
+
+
+def test_the_openapi_document_is_valid_and_lists_every_route(idle_engine):
+    pytest.importorskip("starlette", reason="kueri serve needs the serve extra: pip install 'kueri[serve]'")
+    validator = pytest.importorskip("openapi_spec_validator", reason="openapi-spec-validator (the test extra)")
+    from kueri.serve.app import create_app
+    from kueri.serve.openapi import document
+
+    spec = document(["default"])
+    validator.validate(spec)
+    routes = create_app(idle_engine).inner.routes  # inside the security headers' middleware
+    assert {route.path.replace(":path", "") for route in routes} == {p.replace("/{file}", "") for p in spec["paths"]}
+    for path, methods in spec["paths"].items():
+        for method, operation in methods.items():
+            assert operation["responses"], (path, method)
+            for parameter in operation.get("parameters", []):
+                assert parameter["description"], (path, parameter["name"])
+
+
+def test_an_address_beyond_this_machine_is_told_apart_from_localhost():
+    """serve logs a warning when it listens on one of these."""
+    from kueri.serve.server import beyond_this_machine
+
+    assert beyond_this_machine("0.0.0.0") and beyond_this_machine("192.168.1.5") and beyond_this_machine("::")
+    assert not beyond_this_machine("127.0.0.1") and not beyond_this_machine("::1")
+    assert not beyond_this_machine("localhost")
+
+
+def test_the_command_refuses_a_wait_limit_that_is_not_positive(tmp_path):
+    result = run([sys.executable, "-m", "kueri", "serve", "--corpus", str(SAMPLE_CORPUS), "--port", "0",
+                  "--max-wait", "0", "--workdir", str(tmp_path)])
+    assert result.returncode == 2
+    assert result.stderr.strip() == "kueri: error: --max-wait must be a positive number of seconds, not 0"
+
+
+def asgi_get(app, path: str, query: str = "") -> tuple[int, dict[str, str], bytes]:
+    """One GET through the ASGI application itself (no server, no client library): status, headers, body."""
+    import asyncio
+
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": [],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "root_path": ""}
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+    return start["status"], headers, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def test_a_full_queue_answers_503_with_retry_after_and_still_answers_bad_requests(idle_engine):
+    import threading
+
+    pytest.importorskip("starlette", reason="kueri serve needs the serve extra: pip install 'kueri[serve]'")
+    from kueri.serve.app import create_app
+
+    app = create_app(idle_engine)
+    release = threading.Event()
+    idle_engine.question_seconds = 20.0
+    busy = [idle_engine.on_pipeline(lambda: release.wait(30), question=True)]  # running: 20 s
+    try:
+        status, headers, body = asgi_get(app, "/api/search", "q=Which+is+better%2C+tea+or+coffee%3F")
+        assert status == 503 and headers["retry-after"] == "20" and b"would wait longer than 25 s" in body
+        assert "default-src 'self'" in headers["content-security-policy"]
+        status, headers, body = asgi_get(app, "/", "q=Which+is+better%2C+tea+or+coffee%3F")
+        assert status == 503 and headers["retry-after"] == "20" and b'role="alert"' in body
+        status, headers, body = asgi_get(app, "/v1/indexes/default/search", "query=tea+or+coffee")
+        assert status == 503 and headers["retry-after"] == "20" and json.loads(body)["detail"]
+        status, _, body = asgi_get(app, "/api/search", "q=")  # a bad request is answered at once
+        assert status == 400 and json.loads(body)["error"] == "the question is empty"
+    finally:
+        release.set()
+        busy[0].result(timeout=30)

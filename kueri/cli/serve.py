@@ -1,6 +1,7 @@
 """``kueri serve``: a page and a JSON API that answer comparative questions (kueri.serve).
 
     kueri serve (--index DIR | --corpus PATH) [--config NAME ...] [--host 127.0.0.1] [--port 8080] [--workdir DIR]
+                [--max-wait SECONDS] [--no-feedback]
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
                        "at most 20,000 passages)")
     embed.add_argument("--no-preembed", dest="preembed", action="store_false",
                        help="embed only the passages questions need")
+    p.add_argument("--max-wait", type=float, default=None, metavar="SECONDS",
+                   help="longest a question may wait for its answer: a new question that the queue would keep "
+                   "longer gets a 503 with Retry-After at once (default 60)")
+    p.add_argument("--no-feedback", dest="feedback", action="store_false",
+                   help="no 'useful / not useful' buttons, and no feedback.jsonl in the work folder")
     p.set_defaults(func=cmd_serve)
     return p
 
@@ -49,5 +55,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     topics_files = args.topics if args.topics is not None else [resources.sample() / "topics.xml"]
     serve(corpus=args.corpus, index=args.index, configs=args.config, host=args.host, port=args.port,
-          workdir=args.workdir, topics=known_topics(topics_files), preembed=args.preembed, progress=False)
+          workdir=args.workdir, topics=known_topics(topics_files), preembed=args.preembed, progress=False,
+          max_wait=args.max_wait, feedback=args.feedback)
     return 0

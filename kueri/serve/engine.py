@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import re
 import threading
 import time
 import unicodedata
@@ -28,7 +29,7 @@ from typing import Any, TypeVar
 from kueri.config import RunConfig, get_config
 from kueri.errors import EmptyRun, KueriError, SetupError
 from kueri.objects import ObjectMatcher, mentions
-from kueri.questions import extract_objects
+from kueri.questions import analyse, aspect_terms, extract_objects, speaks_of
 from kueri.records import Hit, Topic
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,13 @@ T = TypeVar("T")
 MAX_QUESTION = 500  # characters
 MAX_OBJECT = 100  # characters per object
 MAX_K = 1000  # a run keeps at most 1000 hits a topic
+#: Seconds a question may wait for its answer: a new question that the queue would keep longer is refused at once
+#: (503 with Retry-After), and one still waiting after this long gets a 503 too (``kueri serve --max-wait``).
+MAX_WAIT = 60.0
+#: What the queue expects a question to cost until one is measured: a cold question on the sample took 5.5 s on 2
+#: quiet cores and 17-18 s at a load of 14 (docs/serve.md). The start's warm-up question is not measured: it also
+#: pays for loading the models, about 60 s at that load, and would make the queue admit one question at a time.
+QUESTION_SECONDS_AT_START = 15.0
 ANSWER_CACHE = 256  # answers kept (each a whole ranking of ids and scores: a few tens of kB)
 #: A corpus this small is embedded whole when the server starts (in chunks between questions), so every
 #: question on it is warm; a larger one embeds the candidates each question needs and keeps them.
@@ -51,7 +59,11 @@ class BadQuestion(KueriError):
 
 
 class Busy(KueriError):
-    """Too many questions wait already (HTTP 503)."""
+    """Too many questions wait already (HTTP 503, with ``Retry-After``: ``retry_after`` seconds)."""
+
+    def __init__(self, message: str, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, retry_after)
 
 
 def check_text(text: str, what: str, limit: int) -> str:
@@ -114,6 +126,7 @@ class Passage:
     text: str
     url: str | None
     marks: tuple[tuple[int, int, str], ...]  # object mentions: (start, end, OBJ1 | OBJ2)
+    about_aspect: bool = False  # the passage has a word of the question's aspect (kueri.questions.speaks_of)
 
     def pieces(self) -> list[tuple[str, str | None]]:
         """The text cut at the object mentions: (text, None | "OBJ1" | "OBJ2"), for a page to mark them."""
@@ -127,7 +140,8 @@ class Passage:
 
     def as_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "id": self.id, "stance": self.stance, "relevance": self.relevance,
-                "quality": round(self.quality, 6), "url": self.url, "text": self.text}
+                "quality": round(self.quality, 6), "url": self.url, "text": self.text,
+                "about_aspect": self.about_aspect}
 
 
 @dataclass(frozen=True)
@@ -183,13 +197,110 @@ class Answer:
     verdict: Verdict
     seconds: float
     note: str = ""
+    comparative: bool = True  # the question asks for a choice between two objects (kueri.questions.analyse)
+    aspect: str | None = None  # what the objects are compared on ("cheaper", "gaming")
+    aspect_from: str = "none"  # "extracted", "given" or "none"
+    evidence: Evidence | None = None  # how strong the best passages are (None: no threshold for the configuration)
+    summaries: dict[str, list[SummarySentence]] = field(default_factory=dict)  # "FIRST" / "SECOND" -> sentences
+
+    @property
+    def confident(self) -> bool:
+        """Whether the verdict stands: False when the best passages are weak (the page shows no verdict then)."""
+        return self.evidence is None or not self.evidence.weak
 
     def as_json(self) -> dict[str, Any]:
-        return {"question": self.question, "objects": list(self.objects) if self.objects else None,
-                "objects_from": self.objects_from, "topic": self.topic, "config": self.config,
+        verdict = {**self.verdict.as_json(), "confident": self.confident}
+        return {"question": self.question, "comparative": self.comparative,
+                "objects": list(self.objects) if self.objects else None,
+                "objects_from": self.objects_from, "aspect": self.aspect, "aspect_from": self.aspect_from,
+                "topic": self.topic, "config": self.config,
                 "config_summary": self.config_summary, "hits": self.hits, "k": len(self.passages),
-                "verdict": self.verdict.as_json(), "passages": [p.as_json() for p in self.passages],
+                "evidence": self.evidence.as_json() if self.evidence else None,
+                "verdict": verdict, "summaries": {SIDE_KEYS[side]: [s.as_json() for s in sentences]
+                                                  for side, sentences in self.summaries.items()},
+                "passages": [p.as_json() for p in self.passages],
                 "seconds": round(self.seconds, 3), "note": self.note}
+
+    def narrowed(self) -> Answer:
+        """This answer with only the passages that speak of its aspect (the ranks stay the ranking's)."""
+        kept = [p for p in self.passages if p.about_aspect]
+        ranks = {p.rank for p in kept}
+        return dataclasses.replace(self, passages=kept, summaries={
+            side: [s for s in sentences if s.rank in ranks] for side, sentences in self.summaries.items()})
+
+
+SIDE_KEYS = {"FIRST": "first", "SECOND": "second"}
+#: The best passages' ranking score under which a passage is rarely relevant, per configuration; learned on the
+#: Touché 2020/2021 judgments by scripts/learn_evidence_threshold.py (docs/serve.md says how).
+WEAK_SCORE = {"default": 1.5608}
+EVIDENCE_DEPTH = 3  # the passages whose scores are looked at: the first a reader reads
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Whether the corpus has much to say: ``weak`` when none of the top ``depth`` passages scores ``threshold``."""
+
+    threshold: float
+    depth: int
+    best: float | None  # the best score of the top passages (None: no passage)
+    weak: bool
+
+    @classmethod
+    def of(cls, scores: Sequence[float], threshold: float, depth: int = EVIDENCE_DEPTH) -> Evidence:
+        best = max(scores[:depth]) if scores else None
+        return cls(threshold, depth, best, best is None or best < threshold)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"weak": self.weak, "best_score": self.best, "threshold": self.threshold, "depth": self.depth}
+
+
+@dataclass(frozen=True)
+class SummarySentence:
+    text: str
+    rank: int  # the passage it is taken from
+    id: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"text": self.text, "rank": self.rank, "id": self.id}
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_REASON = re.compile(r"(?i)\b(?:better|worse|more|less|than|because|faster|slower|cheaper|easier|harder|safer|"
+                     r"healthier|prefer\w*|advantages?|disadvantages?|benefits?|drawbacks?|superior|inferior)\b")
+SUMMARY_SENTENCES = 3
+SUMMARY_LENGTH = (30, 300)  # characters a summary sentence may have
+
+
+def summarise(passages: Sequence[Passage], side: str, terms: Sequence[str]) -> list[SummarySentence]:
+    """The sentences that best state one side's case: extractive, from the passages shown with that stance.
+
+    A sentence scores by what the pipeline already found: it names the side's object (the object mentions
+    the stance model sees), it gives a reason (a comparative word, ``because``, ``than``), it speaks of the
+    aspect, and its passage ranks high (1 / log2(rank + 1), the verdict's weights). At most one sentence a
+    passage, at most :data:`SUMMARY_SENTENCES`, in the order of their passages.
+    """
+    label = "OBJ1" if side == "FIRST" else "OBJ2"
+    candidates: list[tuple[float, Passage, str]] = []
+    for passage in passages:
+        if passage.stance != side:
+            continue
+        best: tuple[float, str] | None = None
+        at = 0
+        for sentence in _SENTENCE.split(passage.text):
+            start = passage.text.find(sentence, at)
+            end = start + len(sentence)
+            at = end
+            sentence = " ".join(sentence.split())
+            if not SUMMARY_LENGTH[0] <= len(sentence) <= SUMMARY_LENGTH[1]:
+                continue
+            names = any(label == mark and start <= a < end for a, _, mark in passage.marks)
+            score = (2.0 * names + 1.0 * bool(_REASON.search(sentence)) + 1.0 * speaks_of(sentence, list(terms)))
+            if score and (best is None or score > best[0]):
+                best = (score, sentence)
+        if best is not None:
+            candidates.append((best[0] / math.log2(passage.rank + 1), passage, best[1]))
+    chosen = sorted(candidates, key=lambda c: -c[0])[:SUMMARY_SENTENCES]
+    return [SummarySentence(text, p.rank, p.id) for _, p, text in sorted(chosen, key=lambda c: c[1].rank)]
 
 
 @dataclass
@@ -219,7 +330,8 @@ class Engine:
 
     def __init__(self, *, corpus: str | Path | None = None, index: str | Path | None = None,
                  configs: Sequence[str] = ("default",), workdir: str | Path | None = None,
-                 topics: Sequence[Topic] = (), progress: bool = False, max_waiting: int = 32) -> None:
+                 topics: Sequence[Topic] = (), progress: bool = False, max_waiting: int = 32,
+                 max_wait: float = MAX_WAIT) -> None:
         from kueri.pipeline import default_workdir
 
         if (corpus is None) == (index is None):
@@ -240,6 +352,10 @@ class Engine:
         self.topics = {self.title_key(t.title): t for t in topics}
         self.progress = progress
         self.max_waiting = max_waiting
+        self.max_wait = max_wait
+        self.question_seconds = QUESTION_SECONDS_AT_START  # what ranking a question costs lately
+        self._measuring = False  # from the end of the warm-up
+        self._questions_waiting = 0
         self._indexes: dict[Any, Any] = {}
         self._shared: dict[Any, Any] = {}
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="kueri-pipeline")
@@ -256,19 +372,41 @@ class Engine:
 
     # -- the pipeline thread --------------------------------------------------------------------
 
-    def on_pipeline(self, work: Callable[[], T]) -> Future[T]:
-        """``work`` queued on the pipeline thread; :class:`Busy` when too many questions wait already."""
+    def on_pipeline(self, work: Callable[[], T], *, question: bool = False) -> Future[T]:
+        """``work`` queued on the pipeline thread; :class:`Busy` when too many wait already. A ``question`` (a
+        ranking to compute) is also refused at once when the questions queued before it would take longer than
+        :attr:`max_wait` seconds to answer, at what a question has cost lately (the first one always goes)."""
         with self._lock:
             if self._waiting >= self.max_waiting:
-                raise Busy(f"{self._waiting} questions are waiting already; try again in a moment")
+                raise Busy(f"{self._waiting} questions are waiting already; try again in a moment",
+                           self.retry_after())
+            if question and self._questions_waiting and self.max_wait and \
+                    (self._questions_waiting + 1) * self.question_seconds > self.max_wait:
+                raise Busy(f"{self._questions_waiting} questions are waiting already, about "
+                           f"{self._questions_waiting * self.question_seconds:.0f} s of work; this one would wait "
+                           f"longer than {self.max_wait:.0f} s: try again later", self.retry_after())
             self._waiting += 1
+            self._questions_waiting += question
         future = self._pool.submit(work)
-        future.add_done_callback(lambda _: self._done_waiting())
+        future.add_done_callback(lambda _: self._done_waiting(question))
         return future
 
-    def _done_waiting(self) -> None:
+    def retry_after(self) -> int:
+        """Seconds until the questions waiting now are likely answered (for ``Retry-After``)."""
+        return max(1, math.ceil(self._questions_waiting * self.question_seconds))
+
+    def _done_waiting(self, question: bool) -> None:
         with self._lock:
             self._waiting -= 1
+            self._questions_waiting -= question
+
+    def _measured(self, seconds: float) -> None:
+        """A question's ranking took ``seconds``: the cost the queue expects moves halfway towards it (the
+        cost changes fast when the embeddings fill or the machine's load changes)."""
+        if not self._measuring:
+            return
+        with self._lock:
+            self.question_seconds = seconds if not self.question_seconds else (self.question_seconds + seconds) / 2
 
     def _pipeline(self, topic: Topic) -> Any:
         from kueri.pipeline import Pipeline
@@ -288,6 +426,7 @@ class Engine:
             self.on_pipeline(lambda name=name: self._rank("Which is better, a laptop or a desktop?", None, name)
                              ).result()
         self.ready = True
+        self._measuring = True
         size = len(self._any_index())
         if preembed or (preembed is None and size <= PREEMBED_LIMIT):
             threading.Thread(target=self._preembed, name="kueri-preembed", daemon=True).start()
@@ -377,7 +516,8 @@ class Engine:
             return Topic(FREE_TOPIC, question, (found.first, found.second)), "extracted"
         return Topic(FREE_TOPIC, question, ("", "")), "none"
 
-    def cached(self, question: str, objects: tuple[str, str] | None, config: str | None, k: int) -> Answer | None:
+    def cached(self, question: str, objects: tuple[str, str] | None, config: str | None, k: int,
+               aspect: str | None = None) -> Answer | None:
         """The answer from the cache, without queueing (None: it must be computed)."""
         key = self._key(question, objects, config)
         with self._lock:
@@ -385,7 +525,7 @@ class Engine:
             if ranking is None or any(hit.doc not in ranking.quality for hit in ranking.hits[:k]):
                 return None
             self._answers.move_to_end(key)
-        return self._answer(question, ranking, k, 0.0)
+        return self._answer(question, ranking, k, 0.0, aspect)
 
     def _key(self, question: str, objects: tuple[str, str] | None, config: str | None) -> tuple[Any, ...]:
         return (self.title_key(question), objects, config or self.default_config)
@@ -402,12 +542,13 @@ class Engine:
         return config
 
     def ask(self, question: str, objects: tuple[str, str] | None = None, config: str | None = None,
-            k: int = 10) -> Answer:
+            k: int = 10, aspect: str | None = None) -> Answer:
         """The answer to ``question`` (checked: see :func:`check_text`), its top ``k`` passages; on the pipeline
-        thread (call it through :meth:`on_pipeline`)."""
+        thread (call it through :meth:`on_pipeline`). ``aspect`` replaces the one found in the question ("":
+        none); it marks the passages that speak of it and never changes the ranking."""
         started = time.perf_counter()
         ranking = self._rank(question, objects, config, k)
-        return self._answer(question, ranking, k, time.perf_counter() - started)
+        return self._answer(question, ranking, k, time.perf_counter() - started, aspect)
 
     def _rank(self, question: str, objects: tuple[str, str] | None, config_name: str | None, k: int = 10
               ) -> _Ranking:
@@ -430,6 +571,7 @@ class Engine:
                 hits = []
                 note = "no passage matches the question's words (the stoplist drops the most common ones)"
             ranking = _Ranking(topic, objects_from, hits, config, time.perf_counter() - started, note)
+            self._measured(ranking.seconds)
             self.questions += 1
             log.info("serve: %r (objects %s, %s) ranked in %.2f s", question, topic.objects, objects_from,
                      ranking.seconds)
@@ -456,26 +598,54 @@ class Engine:
             ranking.texts[pid] = text
             ranking.quality[pid] = quality.score(text)
 
-    def _answer(self, question: str, ranking: _Ranking, k: int, seconds: float) -> Answer:
+    def _answer(self, question: str, ranking: _Ranking, k: int, seconds: float, aspect: str | None = None
+                ) -> Answer:
         topic = ranking.topic
         objects = topic.objects if all(topic.objects) else None
         matcher = ObjectMatcher(*objects) if objects else None
+        found = analyse(question)
+        aspect_from = "given" if aspect is not None else ("extracted" if found.aspect else "none")
+        aspect = (aspect if aspect is not None else found.aspect) or None
+        if aspect is None:
+            aspect_from = "none"
+        terms = aspect_terms(aspect)
         passages = []
         for rank, hit in enumerate(ranking.hits[:k], start=1):
             text = ranking.texts[hit.doc]
             passages.append(Passage(rank, hit.doc, hit.stance if hit.stance in SIDES else "NO", hit.score,
                                     ranking.quality[hit.doc], text, self.links.url(hit.doc),
-                                    tuple(mentions(text, matcher)) if matcher else ()))
+                                    tuple(mentions(text, matcher)) if matcher else (), speaks_of(text, terms)))
+        # the threshold is for the configuration's own scores; without objects its later stages do not run
+        threshold = WEAK_SCORE.get(ranking.config.name) if ranking.objects_from != "none" else None
+        evidence = Evidence.of([hit.score for hit in ranking.hits], threshold) if threshold is not None else None
+        summaries = {side: summarise(passages, side, terms) for side in SIDE_KEYS} if objects else {}
+        # a Touché topic is a comparative question by definition; a free one is if the extractor says so
+        comparative = ranking.objects_from.startswith("topic") or (found.comparative and objects is not None)
         return Answer(question, objects, ranking.objects_from, topic.number if topic.number != FREE_TOPIC else None,
                       ranking.config.name, ranking.config.summary(), len(ranking.hits), passages, Verdict.of(passages),
-                      seconds or 0.0, ranking.note)
+                      seconds or 0.0, ranking.note, comparative, aspect, aspect_from, evidence, summaries)
+
+    def passage_text(self, passage_id: str) -> str | None:
+        """A passage's stored text by id (None: not in the index); on the pipeline thread."""
+        index = self._any_index()
+        if index.docid(passage_id) is None:
+            return None
+        return index.contents_of([passage_id], "serve")[0]
+
+    def run_lines(self, answer: Answer) -> list[str]:
+        """The answer's passages as the lines of a Touché run file (qid: the topic's number, else ``q``)."""
+        from kueri.runfile import format_run_lines
+
+        hits = [Hit(p.id, p.relevance, p.stance) for p in answer.passages]
+        return list(format_run_lines({answer.topic or FREE_TOPIC: hits}, f"kueri-{answer.config}"))
 
     def health(self) -> dict[str, Any]:
         index = self._any_index() if self._indexes else None
         return {"status": "ok" if self.ready else "starting", "passages": len(index) if index else None,
                 "configs": list(self.configs), "default_config": self.default_config,
                 "uptime_seconds": round(time.time() - self.started, 1), "questions_ranked": self.questions,
-                "waiting": self._waiting, "preembedded": self.preembedded}
+                "waiting": self._waiting, "preembedded": self.preembedded, "max_wait_seconds": self.max_wait,
+                "question_seconds": round(self.question_seconds, 3)}
 
 
 def known_topics(paths: Iterable[str | Path]) -> list[Topic]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import signal
 import socket
@@ -39,8 +40,19 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def beyond_this_machine(host: str) -> bool:
+    """Whether an address others can reach (not loopback); a name (other than localhost) counts as reachable."""
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return True
+
+
 def serve(*, corpus: str | Path | None, index: str | Path | None, configs: Sequence[str], host: str, port: int,
-          workdir: str | Path | None, topics: Sequence[Topic], preembed: bool | None, progress: bool) -> None:
+          workdir: str | Path | None, topics: Sequence[Topic], preembed: bool | None, progress: bool,
+          max_wait: float | None = None, feedback: bool = True) -> None:
     """Serve until SIGINT or SIGTERM, then close the indexes and leave (exit code 0)."""
     try:
         import uvicorn
@@ -49,14 +61,19 @@ def serve(*, corpus: str | Path | None, index: str | Path | None, configs: Seque
     except ImportError as exc:
         raise SetupError(f"kueri serve needs the serve extra ({exc.name} is missing): pip install 'kueri[serve]'"
                          ) from None
-    from kueri.serve.engine import Engine
+    from kueri.serve.engine import MAX_WAIT, Engine
+    from kueri.serve.feedback import FEEDBACK_FILE, FeedbackLog
 
+    if max_wait is not None and max_wait <= 0:
+        raise SetupError(f"--max-wait must be a positive number of seconds, not {max_wait:g}")
     sock = bind(host, port)
-    engine = Engine(corpus=corpus, index=index, configs=configs, workdir=workdir, topics=topics, progress=progress)
+    engine = Engine(corpus=corpus, index=index, configs=configs, workdir=workdir, topics=topics, progress=progress,
+                    max_wait=max_wait or MAX_WAIT)
+    judgments = FeedbackLog(engine.workdir / FEEDBACK_FILE) if feedback else None
     try:
         log.info("serve: loading %s with configuration %s", corpus or index, ", ".join(engine.configs))
         engine.start(preembed)
-        config = uvicorn.Config(create_app(engine), log_level="warning", access_log=False,
+        config = uvicorn.Config(create_app(engine, judgments), log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=5, server_header=False)
         server = uvicorn.Server(config)
 
@@ -71,6 +88,10 @@ def serve(*, corpus: str | Path | None, index: str | Path | None, configs: Seque
             sock.listen(2048)  # from here a client waits in the backlog until uvicorn's loop accepts it
             bound_host, bound_port = sock.getsockname()[:2]
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+            if beyond_this_machine(bound_host):
+                log.warning("serve: listening on %s, beyond this machine: anyone who can reach it may ask questions"
+                            "%s; there is no login (use --host 127.0.0.1 to keep it local)", shown,
+                            " and write feedback into the work folder" if judgments else "")
             log.info("serve: ready at http://%s:%d/ (stop with Ctrl+C)", shown, bound_port)
             server.run(sockets=[sock])
         finally:

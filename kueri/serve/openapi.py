@@ -1,0 +1,192 @@
+"""The OpenAPI 3 document of ``kueri serve`` (``/openapi.json``), written by hand from the routes in app.py.
+
+Every endpoint, parameter and error status is here; tests/test_serve.py validates the document with
+openapi-spec-validator and checks that it lists every route the application has. ``/api/docs`` renders
+it as a page on the server (no Swagger UI: nothing is loaded from outside).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kueri import __version__
+
+
+def _error(description: str, schema: str = "Error", retry: bool = False) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": description,
+                                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
+    if retry:
+        response["headers"] = {"Retry-After": {"description": "seconds after which the question is likely answered",
+                                               "schema": {"type": "integer", "minimum": 1}}}
+    return response
+
+
+def _query(name: str, description: str, schema: dict[str, Any], required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
+
+
+BUSY = ("the queue is full: the questions waiting already would keep this one longer than the server's limit "
+        "(kueri serve --max-wait), or it waited that long; cached answers and bad requests are still answered")
+QUESTION = _query("q", "the question (at most 500 characters of text)", {"type": "string", "maxLength": 500}, True)
+OBJECTS = _query("objects", "the two objects, comma-separated (default: the topic's, or found in the question)",
+                 {"type": "string", "example": "laptop,desktop"})
+ASPECT = _query("aspect", "what the objects are compared on (default: found in the question; empty: none); it "
+                "marks the passages that speak of it and never changes the ranking", {"type": "string"})
+NARROW = _query("narrow", "only the passages that speak of the aspect", {"type": "string", "enum": ["0", "1"]})
+
+
+def document(configs: Sequence[str]) -> dict[str, Any]:
+    """The OpenAPI 3.0 document; ``configs``: the configurations offered (the pyserini-shaped index names)."""
+    config = _query("config", "the configuration (default: the first offered)",
+                    {"type": "string", "enum": list(configs)})
+    errors = {"400": _error("a bad parameter; the message names it"),
+              "404": _error("no such path"), "405": _error("another method than the one listed"),
+              "500": _error("an error inside the ranking; the server keeps serving"),
+              "503": _error(BUSY, retry=True)}
+    pyserini_errors = {"400": _error("a bad parameter; the message names it", "Detail"),
+                       "404": _error("no such index (a configuration offered) or document", "Detail"),
+                       "500": _error("an error inside the ranking", "Detail"),
+                       "503": _error(BUSY, "Detail", retry=True)}
+    index = {"name": "index", "in": "path", "required": True, "schema": {"type": "string", "enum": list(configs)},
+             "description": "a configuration offered by this server, as pyserini names an index"}
+    paths: dict[str, Any] = {
+        "/": {"get": {
+            "summary": "The page: a question's two sides, a summary per side, a verdict",
+            "operationId": "page",
+            "parameters": [_query("q", "the question", {"type": "string", "maxLength": 500}),
+                           _query("first", "the first object", {"type": "string", "maxLength": 100}),
+                           _query("second", "the second object", {"type": "string", "maxLength": 100}),
+                           _query("aspect", "the aspect (empty: the question's own)",
+                                  {"type": "string", "maxLength": 100}),
+                           NARROW, _query("k", "passages shown", {"type": "integer", "minimum": 1, "maximum": 100}),
+                           config],
+            "responses": {"200": {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}},
+                          "400": {"description": "the page with a note naming the bad parameter",
+                                  "content": {"text/html": {"schema": {"type": "string"}}}},
+                          "503": {"description": BUSY, "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+        "/api/search": {"get": {
+            "summary": "A question's answer: its objects, aspect, passages, summaries and verdict",
+            "operationId": "search",
+            "parameters": [QUESTION, _query("k", "passages returned", {"type": "integer", "minimum": 1,
+                                                                      "maximum": 1000, "default": 10}),
+                           OBJECTS, config, ASPECT, NARROW,
+                           _query("format", "json (default) or run (a Touché run file); either one given is sent "
+                                  "as a download", {"type": "string", "enum": ["json", "run"]})],
+            "responses": {"200": {"description": "the answer", "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/Answer"}},
+                "text/plain": {"schema": {"type": "string"}, "example": "q FIRST clueweb12-0000tw-00-00000___1 1 "
+                                          "2.5 kueri-default\n"}}}, **errors}}},
+        "/api/health": {"get": {
+            "summary": "Whether the server is ready, the corpus size, the configurations, the queue",
+            "operationId": "health",
+            "responses": {"200": {"description": "the state", "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/Health"}}}}, "404": errors["404"], "405": errors["405"]}}},
+        "/api/feedback": {"post": {
+            "summary": "Record a reader's judgment of a passage (useful or not) in the work folder's feedback.jsonl",
+            "operationId": "feedback",
+            "requestBody": {"required": True, "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/Feedback"}},
+                "application/x-www-form-urlencoded": {"schema": {"$ref": "#/components/schemas/FeedbackForm"}}}},
+            "responses": {"200": {"description": "recorded (a JSON request)", "content": {"application/json": {
+                "schema": {"type": "object", "properties": {"recorded": {"type": "boolean"}}}}}},
+                          "303": {"description": "recorded (the page's form): back to the page"},
+                          "400": errors["400"], "404": _error("feedback is off (kueri serve --no-feedback)"),
+                          "405": errors["405"], "413": _error("the request is larger than 10 kB")}}},
+        "/v1/indexes/{index}/search": {"get": {
+            "summary": "pyserini's REST search: the configuration's ranking of a query, in pyserini's JSON shape",
+            "operationId": "pyseriniSearch",
+            "parameters": [index, _query("query", "the query (a question)", {"type": "string", "maxLength": 500}, True),
+                           _query("hits", "hits returned", {"type": "integer", "minimum": 1, "maximum": 1000,
+                                                            "default": 10}),
+                           _query("qid", "a query id, echoed back", {"type": "string", "default": ""})],
+            "responses": {"200": {"description": "the hits", "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/PyseriniHits"}}}}, **pyserini_errors}}},
+        "/v1/indexes/{index}/documents/{docid}": {"get": {
+            "summary": "pyserini's REST document: a passage by id",
+            "operationId": "pyseriniDocument",
+            "parameters": [index, {"name": "docid", "in": "path", "required": True, "schema": {"type": "string"},
+                                   "description": "a passage id"}],
+            "responses": {"200": {"description": "the passage", "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/PyseriniDocument"}}}}, **pyserini_errors}}},
+        "/openapi.json": {"get": {
+            "summary": "This document", "operationId": "openapi",
+            "responses": {"200": {"description": "OpenAPI 3.0", "content": {"application/json": {
+                "schema": {"type": "object"}}}}}}},
+        "/api/docs": {"get": {
+            "summary": "This document as a page", "operationId": "apiPage",
+            "responses": {"200": {"description": "the page", "content": {"text/html": {
+                "schema": {"type": "string"}}}}}}},
+        "/static/{file}": {"get": {
+            "summary": "The page's stylesheet", "operationId": "static",
+            "parameters": [{"name": "file", "in": "path", "required": True, "schema": {"type": "string"},
+                            "description": "kueri.css"}],
+            "responses": {"200": {"description": "the file", "content": {"text/css": {"schema": {"type": "string"}}}},
+                          "404": {"description": "no such file"}}}},
+    }
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "kueri serve", "version": __version__,
+                 "description": "Comparative argument retrieval: a question's passages for each of its two objects, "
+                 "ranked by the same pipeline as `kueri run`. Every error is JSON with a one-line message."},
+        "paths": paths,
+        "components": {"schemas": SCHEMAS},
+    }
+
+
+_string = {"type": "string"}
+_nullable_string = {"type": "string", "nullable": True}
+SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "required": ["error", "status"],
+              "properties": {"error": _string, "status": {"type": "integer"}}},
+    "Detail": {"type": "object", "required": ["detail"], "description": "pyserini's (FastAPI's) error shape",
+               "properties": {"detail": _string}},
+    "Passage": {"type": "object", "properties": {
+        "rank": {"type": "integer"}, "id": _string, "stance": {"type": "string",
+                                                              "enum": ["FIRST", "SECOND", "NEUTRAL", "NO"]},
+        "relevance": {"type": "number"}, "quality": {"type": "number"}, "url": _nullable_string, "text": _string,
+        "about_aspect": {"type": "boolean"}}},
+    "SummarySentence": {"type": "object", "properties": {"text": _string, "rank": {"type": "integer"}, "id": _string}},
+    "Answer": {"type": "object", "properties": {
+        "question": _string, "comparative": {"type": "boolean", "description": "whether the question asks for a "
+                                             "choice between two objects; answered either way"},
+        "objects": {"type": "array", "items": _string, "minItems": 2, "maxItems": 2, "nullable": True},
+        "objects_from": _string, "aspect": _nullable_string,
+        "aspect_from": {"type": "string", "enum": ["extracted", "given", "none"]},
+        "topic": _nullable_string, "config": _string, "config_summary": _string, "hits": {"type": "integer"},
+        "k": {"type": "integer"},
+        "evidence": {"type": "object", "nullable": True, "description": "weak: none of the top passages scores the "
+                     "threshold learned on the Touché 2020/2021 judgments (docs/serve.md)", "properties": {
+                         "weak": {"type": "boolean"}, "best_score": {"type": "number", "nullable": True},
+                         "threshold": {"type": "number"}, "depth": {"type": "integer"}}},
+        "verdict": {"type": "object", "properties": {
+            "depth": {"type": "integer"}, "counts": {"type": "object"}, "weights": {"type": "object"},
+            "first_share": {"type": "number", "nullable": True},
+            "leaning": {"type": "string", "enum": ["first", "second", "balanced", "none"]},
+            "confident": {"type": "boolean", "description": "false: the corpus holds little on the question"}}},
+        "summaries": {"type": "object", "properties": {
+            "first": {"type": "array", "items": {"$ref": "#/components/schemas/SummarySentence"}},
+            "second": {"type": "array", "items": {"$ref": "#/components/schemas/SummarySentence"}}}},
+        "passages": {"type": "array", "items": {"$ref": "#/components/schemas/Passage"}},
+        "seconds": {"type": "number"}, "note": _string}},
+    "Health": {"type": "object", "properties": {
+        "status": {"type": "string", "enum": ["ok", "starting"]}, "passages": {"type": "integer", "nullable": True},
+        "configs": {"type": "array", "items": _string}, "default_config": _string,
+        "uptime_seconds": {"type": "number"}, "questions_ranked": {"type": "integer"}, "waiting": {"type": "integer"},
+        "preembedded": {"type": "integer"}, "max_wait_seconds": {"type": "number"},
+        "question_seconds": {"type": "number"}, "feedback": {"type": "boolean"}}},
+    "Feedback": {"type": "object", "required": ["question", "passage", "useful"], "properties": {
+        "question": _string, "passage": _string, "useful": {"type": "boolean"}, "rank": {"type": "integer"},
+        "objects": {"type": "array", "items": _string}, "config": _string}},
+    "FeedbackForm": {"type": "object", "required": ["q", "id", "useful"], "properties": {
+        "q": _string, "id": _string, "useful": {"type": "string", "enum": ["yes", "no"]}, "rank": _string,
+        "first": _string, "second": _string, "config": _string, "back": _string}},
+    "PyseriniHits": {"type": "object", "required": ["query", "candidates"], "properties": {
+        "query": {"type": "object", "properties": {"qid": _string, "text": _string}},
+        "candidates": {"type": "array", "items": {"$ref": "#/components/schemas/PyseriniCandidate"}}}},
+    "PyseriniCandidate": {"type": "object", "required": ["docid", "score", "doc"], "properties": {
+        "docid": _string, "score": {"type": "number"}, "doc": {"$ref": "#/components/schemas/PyseriniRaw"}}},
+    "PyseriniRaw": {"type": "object", "properties": {"id": _string, "contents": _string}},
+    "PyseriniDocument": {"type": "object", "required": ["docid", "text"], "properties": {
+        "docid": _string, "text": {"$ref": "#/components/schemas/PyseriniRaw"}}},
+}
