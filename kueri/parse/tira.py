@@ -119,7 +119,7 @@ def query_topic(record: Any, where: str) -> Topic | None:
         raise KueriError(f"{where}: the line is not a JSON object")
     qid = _qid(record.get("qid"), where)
     original = record.get("original_query") if isinstance(record.get("original_query"), dict) else {}
-    title = _text(record.get("query")) or _text(original.get("title"))
+    title = _text(record.get("query"))  # the query's default text (a Touché topic's title)
     if not title:
         return None
     return Topic(qid, title, query_objects(record, title, where), _text(original.get("description")),
