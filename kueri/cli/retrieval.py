@@ -91,11 +91,26 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kueri.pipeline import run_config
+    from kueri.files import writable_folder
+    from kueri.pipeline import default_workdir, run_config
 
-    config, topics = _configured(args)
+    writable_file(args.output, "output file")  # before any work
+    config = config_from(args)
+    corpus = args.corpus
+    if args.dataset:
+        from kueri.irds import load_dataset
+
+        dataset = load_dataset(args.dataset)
+        topics = dataset.topics()
+        if not corpus:
+            corpus = dataset.corpus(writable_folder(args.workdir or default_workdir(), "work folder"))
+        log.info("dataset %s: %d topics, corpus %s", args.dataset, len(topics), corpus)
+    else:
+        if not corpus:
+            raise KueriError("give --corpus (or --dataset, whose documents are the corpus)")
+        topics = _topics_of(args)
     log.info("configuration %s: %s", config.name, config.summary())
-    run = run_config(config, args.corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
+    run = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
     write(run, args.output, config.run_tag)
     return 0
 
@@ -348,8 +363,14 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     add_config_flag(p)
     p.set_defaults(func=cmd_embed)
 
-    p = _topics_to_run_parser(sub, common, "run", "index (cached) + search a configuration end to end",
-                              "--corpus", ".jsonl/.jsonl.gz file or a folder of them")
+    p = sub.add_parser("run", parents=[common], help="index (cached) + search a configuration end to end")
+    p.add_argument("--corpus", help=".jsonl/.jsonl.gz file or a folder of them (with --dataset: default its documents)")
+    topic_source = p.add_mutually_exclusive_group(required=True)
+    topic_source.add_argument("--topics", help="topics XML (Touché's format)")
+    topic_source.add_argument("--dataset", metavar="ID", help="topics (and, without --corpus, documents) of an "
+                              "ir_datasets id whose data is on this machine, e.g. clueweb12/touche-2022-task-2")
+    p.add_argument("--output", required=True, help="the run file to write")
+    add_config_flag(p)
     add_workdir_flag(p)
     p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
     add_analyzer_flags(p)
