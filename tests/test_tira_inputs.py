@@ -270,3 +270,21 @@ def test_reranking_row_15_without_an_index_gives_a_valid_run(row15_rerank_input,
     scores = run_command([*KUERI, "evaluate", str(out / "run.txt"), "--qrels", str(QRELS), "--json"])
     ndcg5 = json.loads(scores.stdout)["nDCG@5"]
     assert 0.55 <= ndcg5 <= 0.7, ndcg5
+
+
+@pytest.mark.slow
+def test_the_rerank_transformer_on_tiras_own_reader_is_kueri_rerank(tmp_path):
+    """TIRA's ``load_rerank_data`` reads the fixture into PyTerrier's frame; kueri.pyterrier.Rerank on it writes the
+    run that ``kueri rerank`` writes from the file (a configuration without encoders keeps it short)."""
+    tira = pytest.importorskip("tira.third_party_integrations", reason="TIRA's client (the test extra) is missing")
+    kp = pytest.importorskip("kueri.pyterrier", reason="the pyterrier extra is not installed")
+    work = tmp_path / "work"
+    by_cli = tmp_path / "cli.txt"
+    result = run_command([*KUERI, "rerank", str(RERANK / "rerank.jsonl.gz"), "--config", "auto-lexical", "--workdir",
+                          str(work), "--output", str(by_cli)])
+    assert result.returncode == 0, result.stderr
+    frame = tira.load_rerank_data(str(RERANK))
+    assert {"qid", "query", "docno", "text", "rank", "score"} <= set(frame.columns) and "original_query" not in frame
+    results = kp.Rerank("auto-lexical", workdir=work)(frame)
+    kp.write_run(results, tmp_path / "transformer.txt", "kueri_auto_lexical")
+    assert (tmp_path / "transformer.txt").read_bytes() == by_cli.read_bytes()
