@@ -289,10 +289,12 @@ def run_config(
     *,
     skip_bad: bool = False,
     progress: bool = True,
+    given: Run | None = None,
 ) -> Run:
-    """Everything ``config`` describes, from corpus and topics to a validated run."""
+    """Everything ``config`` describes, from corpus and topics to a validated run; with ``given`` (any first stage's
+    run), its stages after the first over those candidates (:meth:`Pipeline.rerank`)."""
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
-        return pipeline.run(config)
+        return pipeline.run(config) if given is None else pipeline.rerank(config, given)
 
 
 def title_scores(run: Run, first: Stage, context: Pipeline) -> Run:
@@ -344,21 +346,6 @@ def candidates_corpus(texts: Mapping[str, str], workdir: str | Path | None = Non
         if not path.is_file():
             write_lines_atomic(path, lines)
     return path
-
-
-def rerank_run(
-    config: RunConfig,
-    run: Run,
-    corpus: str | Path,
-    topics: list[Topic],
-    workdir: str | Path | None = None,
-    *,
-    skip_bad: bool = False,
-    progress: bool = True,
-) -> Run:
-    """``config``'s stages after its first over ``run`` (:meth:`Pipeline.rerank`); ``corpus``: the passages'."""
-    with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
-        return pipeline.rerank(config, run)
 
 
 def validate_run(run: Run, topics: Iterable[Topic], max_hits: int = 1000) -> None:

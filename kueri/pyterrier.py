@@ -33,7 +33,7 @@ from kueri.files import writable_folder
 from kueri.fusion import DEFAULT_K, ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import read_topics
-from kueri.pipeline import Pipeline, cached_index, candidates_corpus, default_workdir, rerank_run
+from kueri.pipeline import Pipeline, cached_index, candidates_corpus, default_workdir, run_config
 from kueri.questions import extract_objects
 from kueri.records import NO_STANCE, Hit, Run, Topic
 from kueri.runfile import read_qrels
@@ -315,7 +315,7 @@ class Rerank(pt.Transformer):
         if corpus is None:
             texts = dict(zip(results["docno"].astype(str), results["text"].astype(str), strict=True))
             corpus = candidates_corpus(texts, self.workdir)
-        run = rerank_run(self.config, run_of(results), corpus, records, self.workdir, progress=False)
+        run = run_config(self.config, corpus, records, self.workdir, progress=False, given=run_of(results))
         return frame_of(run, results, stance=bool(self.config.stance_depth) or "stance" in results.columns)
 
     def __repr__(self) -> str:

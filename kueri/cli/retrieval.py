@@ -118,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_tira(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.parse.tira import FULL_RANK, RE_RANK, detect_input, read_queries, read_rerank
-    from kueri.pipeline import candidates_corpus, rerank_run, run_config
+    from kueri.pipeline import candidates_corpus, run_config
 
     output_dir = writable_folder(args.output, "output folder")  # before any work: a wrong -o fails at once
     run_file = output_dir / "run.txt"
@@ -137,7 +137,7 @@ def cmd_tira(args: argparse.Namespace) -> int:
                  "the candidates' own statistics (no corpus here)", found.rerank,
                  sum(len(hits) for hits in given.run.values()), len(given.run))
         corpus = candidates_corpus(given.texts, args.workdir)
-        run = rerank_run(config, given.run, corpus, topics, args.workdir, progress=args.progress)
+        run = run_config(config, corpus, topics, args.workdir, progress=args.progress, given=given.run)
     else:
         assert found.topics is not None and found.corpus is not None
         if found.kind == FULL_RANK:
@@ -187,7 +187,7 @@ def cmd_rerank(args: argparse.Namespace) -> int:
     if rerank_file is None and args.config is None:
         return _quality_rerank(args)
     from kueri.parse.tira import read_rerank
-    from kueri.pipeline import candidates_corpus, rerank_run
+    from kueri.pipeline import candidates_corpus, run_config
     from kueri.runfile import read_run
 
     args.config = args.config or "default"
@@ -213,7 +213,8 @@ def cmd_rerank(args: argparse.Namespace) -> int:
     unknown = [qid for qid in run if qid not in known]
     if unknown:
         raise KueriError(f"{source}: topic {unknown[0]} of the run is not among the topics")
-    reranked = rerank_run(config, run, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
+    reranked = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress,
+                          given=run)
     write(reranked, args.output, config.run_tag)
     return 0
 
