@@ -288,3 +288,20 @@ def test_the_rerank_transformer_on_tiras_own_reader_is_kueri_rerank(tmp_path):
     results = kp.Rerank("auto-lexical", workdir=work)(frame)
     kp.write_run(results, tmp_path / "transformer.txt", "kueri_auto_lexical")
     assert (tmp_path / "transformer.txt").read_bytes() == by_cli.read_bytes()
+
+
+@pytest.mark.slow
+def test_kueri_rerank_of_a_run_file_with_corpus_and_topics_is_that_of_its_rerank_file(tmp_path):
+    """The same candidates from a run file (texts from --corpus, topics from --topics) or from rerank.jsonl.gz."""
+    run_file = tmp_path / "candidates.txt"
+    run_file.write_text("".join(f"{r['qid']} Q0 {r['docno']} {r['rank']} {r['score']:.6f} first\n"
+                                for r in rerank_lines()))
+    outputs = []
+    for source in ([str(run_file), "--topics", str(SAMPLE_TOPICS)], [str(RERANK / "rerank.jsonl.gz")]):
+        outputs.append(tmp_path / f"out-{len(outputs)}.txt")
+        result = run_command([*KUERI, "rerank", *source, "--config", "auto-lexical", "--corpus",
+                              str(FULL / "documents.jsonl"), "--workdir", str(tmp_path / "work"), "--output",
+                              str(outputs[-1])])
+        assert result.returncode == 0, result.stderr
+    assert outputs[0].read_bytes() == outputs[1].read_bytes()
+    assert sorted(read_run(outputs[0])) == FIXTURE_TOPICS

@@ -205,7 +205,7 @@ def cmd_rerank(args: argparse.Namespace) -> int:
                              "rerank.jsonl.gz, which has them)")
         if not (args.topics or args.dataset):
             raise KueriError(f"{source}: a run file has no queries: give --topics or --dataset")
-        topics, run = _topics_of(args), read_run(source)
+        topics, run, corpus = _topics_of(args), read_run(source), args.corpus
     if not args.corpus:
         log.info("no --corpus: the second stage's BM25 features use the statistics of the %d candidates alone",
                  len({hit.doc for hits in run.values() for hit in hits}))
