@@ -304,7 +304,7 @@ def title_scores(run: Run, first: Stage, context: Pipeline) -> Run:
     The order stays the run's, but for hits whose given scores tie (a run file's 6 decimals make ties of scores
     that differed, and TIRA's loader orders ties by docno): those are ordered as the search orders them, by their
     title score, then by corpus order."""
-    from kueri.lucene.search import PassageScorer, QueryBuilder
+    from kueri.lucene.search import PassageScorer
     from kueri.stages.retrieval import Hybrid
 
     search = first.lexical if isinstance(first, Hybrid) else first
@@ -312,8 +312,7 @@ def title_scores(run: Run, first: Stage, context: Pipeline) -> Run:
         return run
     index = context.index(search.analyzer)
     position = {pid: i for i, pid in enumerate(index.ids)}
-    scorer = PassageScorer(index, search.similarity)
-    scorer.builder = QueryBuilder(index.analyzer(), list(search.fields))
+    scorer = PassageScorer(index, search.similarity, search.fields)
     by_number = {t.number: t for t in context.topics}
     rescored: Run = {}
     for qid, hits in run.items():
