@@ -13,7 +13,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,pyterrier,ray,serve]'
+	$(BIN)/pip install -q -e '.[test,pyterrier,ray,serve,ir_datasets]'
 	$(BIN)/pip install -q --no-deps pyserini==0.25.0
 	touch $@
 

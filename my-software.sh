@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # TIRA entry point: ./my-software.sh -i IN -o OUT [-c CONFIG] [-q QUALITY] [-w WORKDIR]
-#   IN  holds topics.xml and passages.jsonl.gz (or passages.jsonl)
+#   IN  holds one of three inputs, told apart by its files:
+#       the task's topics.xml and passages.jsonl.gz (or passages.jsonl);
+#       TIRA's full-rank input, queries.jsonl and documents.jsonl (or .jsonl.gz);
+#       TIRA's re-rank input, rerank.jsonl.gz (any first stage's candidates with their texts: reranked by the
+#       configuration's later stages, the second stage, quality and stance)
 #   OUT gets run.txt (qid STANCE doc rank score tag), written only when the run is complete and valid
 #   Without -i / -o, TIRA's environment variables TIRA_INPUT_DATASET / TIRA_OUTPUT_DIR are used.
 # The default configuration is the best automatic one (no judgments, no network).

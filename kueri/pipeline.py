@@ -14,7 +14,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,9 +25,11 @@ from kueri.lucene import AnalyzerConfig, LuceneIndex, build_index, read_stoplist
 from kueri.lucene.index import FORMAT_VERSION, verify_files
 from kueri.parse import PassageReader
 from kueri.parse.passages import corpus_files
-from kueri.records import NO_STANCE, STANCES, Run, Topic
-from kueri.stages import Texts
+from kueri.records import NO_STANCE, STANCES, Hit, Run, Topic
+from kueri.runfile import write_lines_atomic
+from kueri.stages import Stage, Texts
 from kueri.stages.retrieval import Search
+from kueri.stages.second_stage import SecondStage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -242,6 +244,31 @@ class Pipeline:
             self._runs[config] = run
         return self._runs[config]
 
+    def rerank(self, config: RunConfig, run: Run) -> Run:
+        """``config``'s stages after its first (second stage, quality, stance) over ``run``, any first stage's
+        candidates, each topic's top ``config.hits`` (validated). Every candidate must be in the corpus.
+
+        The second stage's lexical features are BM25 scores over the index of the configuration's analysis: of
+        the objects' queries, as always, and here also of the title (the configuration's own search, scored for
+        exactly these candidates), since the model learned them from BM25 and another first stage's scores are
+        on another scale. The other stages read only the candidates' texts."""
+        if self.adapt:
+            config = self.adapt(config)
+        first, *later = config.stages()
+        index = self.index(config.analyzer)
+        known = set(index.ids)
+        unknown = [hit.doc for hits in run.values() for hit in hits if hit.doc not in known]
+        if unknown:
+            raise KueriError(f"{self.corpus}: {len(unknown)} passage(s) of the run are not in this corpus, "
+                             f"e.g. {unknown[0]}")
+        run = {qid: hits[: config.hits] for qid, hits in run.items()}
+        for stage in later:
+            if isinstance(stage, SecondStage):
+                run = title_scores(run, first, self)
+            run = stage.apply(run, self)
+        validate_run(run, self.topics, config.hits)
+        return run
+
     def close(self) -> None:
         for index in self._indexes.values():
             index.close()
@@ -262,10 +289,62 @@ def run_config(
     *,
     skip_bad: bool = False,
     progress: bool = True,
+    given: Run | None = None,
 ) -> Run:
-    """Everything ``config`` describes, from corpus and topics to a validated run."""
+    """Everything ``config`` describes, from corpus and topics to a validated run; with ``given`` (any first stage's
+    run), its stages after the first over those candidates (:meth:`Pipeline.rerank`)."""
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
-        return pipeline.run(config)
+        return pipeline.run(config) if given is None else pipeline.rerank(config, given)
+
+
+def title_scores(run: Run, first: Stage, context: Pipeline) -> Run:
+    """``run`` with every hit's score replaced by its score under ``first``'s title search (a lexical search, or the
+    lexical half of a hybrid one; another first stage leaves the run as it is).
+
+    The order stays the run's, but for hits whose given scores tie (a run file's 6 decimals make ties of scores
+    that differed, and TIRA's loader orders ties by docno): those are ordered as the search orders them, by their
+    title score, then by corpus order."""
+    from kueri.lucene.search import PassageScorer
+    from kueri.stages.retrieval import Hybrid
+
+    search = first.lexical if isinstance(first, Hybrid) else first
+    if not isinstance(search, Search):
+        return run
+    index = context.index(search.analyzer)
+    position = {pid: i for i, pid in enumerate(index.ids)}
+    scorer = PassageScorer(index, search.similarity, search.fields)
+    by_number = {t.number: t for t in context.topics}
+    rescored: Run = {}
+    for qid, hits in run.items():
+        scores = scorer.scores(by_number[qid].title, [hit.doc for hit in hits])
+        order = [i for group in _tie_groups(hits) for i in sorted(group, key=lambda i: (-scores[i],
+                                                                                         position[hits[i].doc]))]
+        rescored[qid] = [Hit(hits[i].doc, scores[i], hits[i].stance) for i in order]
+    return rescored
+
+
+def _tie_groups(hits: list[Hit]) -> list[list[int]]:
+    """The positions of ``hits``, in runs of equal consecutive scores."""
+    groups: list[list[int]] = []
+    for i, hit in enumerate(hits):
+        if groups and hits[groups[-1][0]].score == hit.score:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def candidates_corpus(texts: Mapping[str, str], workdir: str | Path | None = None) -> Path:
+    """A corpus file of ``texts`` (a re-rank input's candidates by id) in the work folder, named by their ids and
+    texts: the same candidates give the same file, whose index is then reused."""
+    folder = writable_folder(workdir or default_workdir(), "work folder")
+    lines = [json.dumps({"id": pid, "contents": text}) + "\n" for pid, text in texts.items()]
+    digest = hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()[:16]
+    path = folder / f"candidates-{digest}.jsonl.gz"
+    with file_lock(path.with_name(path.name + ".lock"), f"the candidates' corpus {path.name}"):
+        if not path.is_file():
+            write_lines_atomic(path, lines)
+    return path
 
 
 def validate_run(run: Run, topics: Iterable[Topic], max_hits: int = 1000) -> None:

@@ -33,7 +33,8 @@ from kueri.files import writable_folder
 from kueri.fusion import DEFAULT_K, ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import read_topics
-from kueri.pipeline import Pipeline, cached_index, default_workdir
+from kueri.pipeline import Pipeline, cached_index, candidates_corpus, default_workdir, run_config
+from kueri.questions import extract_objects
 from kueri.records import NO_STANCE, Hit, Run, Topic
 from kueri.runfile import read_qrels
 from kueri.runfile import write_run as write_run_file
@@ -117,16 +118,30 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], who: str) -> None:
         raise KueriError(f"{who} needs the column(s) {', '.join(missing)}{hint}; it got {list(frame.columns)}")
 
 
-def topic_records(frame: pd.DataFrame, who: str, objects: bool = False) -> list[Topic]:
-    """The topics of a frame (one per qid, first row wins); ``objects``: ``first``/``second`` are required."""
-    _require(frame, ["qid", "query", *(["first", "second"] if objects else [])], who)
+def topic_records(frame: pd.DataFrame, who: str, objects: bool = False, extract: bool = False) -> list[Topic]:
+    """The topics of a frame (one per qid, first row wins). The objects are ``first``/``second``, else an
+    ``objects`` pair (as ``pt.get_dataset('irds:clueweb12/touche-2022-task-2').get_topics(tokenise_query=False)``
+    gives them, with the question in ``title``), else, with ``extract``, the question's
+    (:func:`kueri.questions.extract_objects`); ``objects``: they are required."""
+    if "query" not in frame.columns and "title" in frame.columns:  # pt's irds topics without a variant
+        frame = frame.rename(columns={"title": "query"})
+    pair = "first" not in frame.columns and "second" not in frame.columns and "objects" in frame.columns
+    _require(frame, ["qid", "query", *(["first", "second"] if objects and not pair and not extract else [])], who)
     rows = frame.drop_duplicates("qid")
 
     def text(row: Any, name: str) -> str:
         return str(row[name]) if name in rows.columns and pd.notna(row[name]) else ""
 
-    return [Topic(str(row["qid"]), str(row["query"]), (text(row, "first"), text(row, "second")),
-                  text(row, "description"), text(row, "narrative")) for _, row in rows.iterrows()]
+    def objects_of(row: Any) -> tuple[str, str]:
+        if pair and isinstance(row["objects"], list | tuple) and len(row["objects"]) == 2:
+            return str(row["objects"][0]).strip(), str(row["objects"][1]).strip()
+        if "first" in rows.columns or not extract:
+            return text(row, "first"), text(row, "second")
+        found = extract_objects(str(row["query"]))
+        return (found.first, found.second) if found is not None else ("", "")
+
+    return [Topic(str(row["qid"]), str(row["query"]), objects_of(row), text(row, "description"),
+                  text(row, "narrative")) for _, row in rows.iterrows()]
 
 
 def run_of(results: pd.DataFrame) -> Run:
@@ -270,6 +285,41 @@ class Stance(StageTransformer):
 
     def __repr__(self) -> str:
         return f"kueri.Stance(depth={self.stage.depth})"
+
+
+class Rerank(pt.Transformer):
+    """Any first stage's results -> the configuration's later stages over exactly those candidates (second stage,
+    quality, stance), as ``kueri rerank``: a results frame with ``qid``, ``query``, ``docno``, ``score``, ``rank``,
+    and the passages' ``text`` (as TIRA's ``load_rerank_data`` gives them) unless ``corpus`` is given. The objects
+    are ``first``/``second`` or ``objects``, else the question's. With ``corpus``, the second stage's BM25 features
+    use its index; without, the candidates' own statistics."""
+
+    def __init__(self, config: str = "default", corpus: str | Path | None = None,
+                 workdir: str | Path | None = None) -> None:
+        self.config = get_config(config)
+        self.corpus = Path(corpus) if corpus is not None else None
+        self.workdir = writable_folder(workdir or default_workdir(), "work folder")
+
+    @property
+    def transform_inputs(self) -> list[list[str]]:
+        return [["qid", "query", "docno", "score", "rank", *([] if self.corpus else ["text"])]]
+
+    def transform_outputs(self, input_columns: list[str]) -> list[str]:
+        return _outputs(input_columns, ["stance"] if self.config.stance_depth else [])
+
+    def transform(self, results: pd.DataFrame) -> pd.DataFrame:
+        who = f"Rerank({self.config.name})"
+        _require(results, ["qid", "query", "docno", "score", *([] if self.corpus else ["text"])], who)
+        records = topic_records(results, who, extract=True)
+        corpus = self.corpus
+        if corpus is None:
+            texts = dict(zip(results["docno"].astype(str), results["text"].astype(str), strict=True))
+            corpus = candidates_corpus(texts, self.workdir)
+        run = run_config(self.config, corpus, records, self.workdir, progress=False, given=run_of(results))
+        return frame_of(run, results, stance=bool(self.config.stance_depth) or "stance" in results.columns)
+
+    def __repr__(self) -> str:
+        return f"kueri.Rerank({self.config.name!r}, corpus={str(self.corpus) if self.corpus else None!r})"
 
 
 class RRF(pt.Transformer):

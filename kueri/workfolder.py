@@ -73,6 +73,8 @@ def entries(workdir: str | Path) -> list[Entry]:
             kind, about = "temporary", "a file being written (or left by a killed process)"
         elif name.startswith("index-") and path.is_dir():
             kind, about = "index", _describe_index(path)
+        elif name.startswith("candidates-") and name.endswith(".jsonl.gz"):
+            kind, about = "other", "the passages of a re-rank input (kueri rerank, kueri tira)"
         elif name.startswith("embeddings-") and name.endswith(".npz"):
             kind, about = "embeddings", f"passage embeddings ({name.removeprefix('embeddings-').removesuffix('.npz')})"
         else:

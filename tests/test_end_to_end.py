@@ -125,7 +125,8 @@ def test_skip_bad_counts_and_reports(tmp_path, workdir):
 
 @pytest.mark.parametrize(
     ("files", "message"),
-    [(["passages.jsonl.gz"], "no topics.xml"), (["topics.xml"], "no passages.jsonl.gz or passages.jsonl")],
+    [(["passages.jsonl.gz"], "found passages.jsonl.gz; expected topics.xml + passages.jsonl.gz (the task's)"),
+     (["topics.xml"], "found topics.xml; expected topics.xml + passages.jsonl.gz (the task's)")],
 )
 def test_missing_input_files(tmp_path, files, message):
     folder = tmp_path / "in"

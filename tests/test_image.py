@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QRELS, ROOT, SAMPLE, SAMPLE_CORPUS, SAMPLE_TOPICS, check_default_ndcg5, run_command
+from tests.conftest import DATA, QRELS, ROOT, SAMPLE, SAMPLE_CORPUS, SAMPLE_TOPICS, check_default_ndcg5, run_command
 from tests.test_end_to_end import check_touche_run, corrupt_input
 
 pytestmark = [pytest.mark.slow, pytest.mark.image]
@@ -202,3 +202,18 @@ def test_the_image_reads_tiras_environment_variables(image, tmp_path):
     assert result.returncode == 1, result.stderr
     assert "kueri: error: /data/in/passages.jsonl.gz:1500: malformed JSON" in result.stderr
     assert not (out / "run.txt").exists()
+
+
+@pytest.mark.parametrize("kind", ["tira-full-rank", "tira-re-rank"])
+def test_tira_run_on_tiras_own_inputs_writes_the_checkouts_run(kind, image, workdir, tmp_path):
+    """TIRA's full-rank and re-rank inputs (small fixtures made by TIRA's loader's rules), through TIRA's client with
+    the registered command, cold in the image: the checkout's run for the same input, byte for byte."""
+    fixture = DATA / kind
+    checkout = run_command([str(ROOT / "my-software.sh"), "-i", str(fixture), "-o", str(tmp_path / "checkout"), "-w",
+                            str(workdir)])
+    assert checkout.returncode == 0, checkout.stderr
+    out = shared_folder(tmp_path / "out")
+    result = tira_run(image, fixture, out, registered_command())
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"kueri: TIRA's {kind.removeprefix('tira-')} input" in result.stdout
+    assert (out / "run.txt").read_bytes() == (tmp_path / "checkout" / "run.txt").read_bytes()

@@ -41,7 +41,11 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
         "topics in both the run and the qrels.",
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="run files (.gz allowed)")
-    p.add_argument("--qrels", required=True, help="relevance qrels 'qid 0 doc grade'")
+    judgments = p.add_mutually_exclusive_group(required=True)
+    judgments.add_argument("--qrels", help="relevance qrels 'qid 0 doc grade'")
+    judgments.add_argument("--dataset", metavar="ID", help="the qrels of an ir_datasets id whose data is on this "
+                           "machine: relevance, and quality and stance where it has them (e.g. "
+                           "clueweb12/touche-2022-task-2)")
     p.add_argument("--stance-qrels", help="stance qrels 'qid 0 doc LABEL': adds stance macro-F1")
     p.add_argument("--measures", nargs="+", default=list(DEFAULT_MEASURES), metavar="MEASURE",
                    help=f"ir-measures names (default: {' '.join(DEFAULT_MEASURES)})")
@@ -61,15 +65,25 @@ def run_evaluate(args: argparse.Namespace) -> int:
     measures = list(args.measures or DEFAULT_MEASURES)
     for name in measures:  # fail on a bad name before reading anything
         parse_measure(name)
-    qrels = read_qrels(args.qrels)
+    quality_qrels: dict[str, dict[str, int]] | None = None
+    stance_qrels: Any = None
+    if getattr(args, "dataset", None):
+        from kueri.irds import load_dataset
+
+        qrels, quality_qrels, stance_qrels = load_dataset(args.dataset).judgments()
+    else:
+        qrels = read_qrels(args.qrels)
     corpus_ids: set[str] | None = None
     if getattr(args, "corpus", None):
         from kueri.parse import PassageReader
 
         corpus_ids = {passage.id for passage in PassageReader(args.corpus)}
         qrels = restrict_qrels(qrels, corpus_ids)
+        quality_qrels = restrict_qrels(quality_qrels, corpus_ids) if quality_qrels is not None else None
     stance_path = getattr(args, "stance_qrels", None)
-    stance_qrels = read_stance_qrels(stance_path) if stance_path else None
+    if stance_path:
+        stance_qrels = read_stance_qrels(stance_path)
+    quality_names = [f"quality_{name}" for name in measures] if quality_qrels is not None else []
     per_topic = bool(getattr(args, "per_topic", False))
     float_scores = bool(getattr(args, "float_scores", False))
     as_json = bool(getattr(args, "json", False))
@@ -80,6 +94,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if corpus_ids is not None:
             run = restrict_run(run, corpus_ids)
         result.update(evaluate_run(run, qrels, measures, stance_qrels, per_topic, float_scores))
+        if quality_qrels is not None:  # the same measures, with the quality grades as the gain
+            quality = evaluate_run(run, quality_qrels, measures, float_scores=float_scores)
+            result.update({f"quality_{name}": quality[name] for name in measures})
         if result["skipped_topics"]:
             log.info("note: %s: %d topic(s) without qrels are not evaluated (as trec_eval)", path,
                      result["skipped_topics"])
@@ -87,7 +104,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if as_json:  # as soon as it is known: a long list of runs shows progress
             print(json.dumps(result), flush=True)
     if not as_json:
-        print(format_table(results, measures))
+        print(format_table(results, [*measures, *quality_names]))
         if per_topic:
             for result in results:
                 print()

@@ -230,9 +230,10 @@ class PassageScorer:
     passage ranked below k on the full corpus) at the cost of one search per call.
     """
 
-    def __init__(self, index: LuceneIndex, similarity: Similarity | None = None) -> None:
+    def __init__(self, index: LuceneIndex, similarity: Similarity | None = None,
+                 fields: Sequence[tuple[str, float]] = DEFAULT_FIELDS) -> None:
         self.searcher = Searcher(index, similarity)
-        self.builder = QueryBuilder(index.analyzer(), DEFAULT_FIELDS)
+        self.builder = QueryBuilder(index.analyzer(), list(fields))
 
     def scores(self, text: str, pids: Sequence[str]) -> list[float]:
         """The score of ``text`` (parsed like a title) for each of ``pids`` (0 where it does not match)."""

@@ -1,6 +1,7 @@
 """Stream corpus passages from ``.jsonl`` / ``.jsonl.gz`` files (or a folder of them).
 
-Each line is one JSON object ``{"id", "contents", "chatNoirUrl"}``. In the DocT5Query-expanded
+Each line is one JSON object ``{"id", "contents", "chatNoirUrl"}``, or as TIRA's full-rank input writes documents
+(``documents.jsonl``), ``{"docno", "text", "original_document": {..., "chatnoir_url"}}``. In the DocT5Query-expanded
 corpus ``contents`` ends with one generated query, ``...text.<query> generated query</query>``,
 which is split off into :attr:`Passage.doct5query` exactly as the original did.
 
@@ -160,8 +161,12 @@ class PassageReader:
                 self._bad(f"{name}:{number}", "not an object", "the line is not a JSON object")
                 continue
             pid, contents = obj.get("id"), obj.get("contents")
+            if pid is None and contents is None:  # TIRA's documents.jsonl: "docno" and "text"
+                pid, contents = obj.get("docno"), obj.get("text")
+                if isinstance(pid, int) and not isinstance(pid, bool):  # ir_datasets ids may be numbers
+                    pid = str(pid)
             if not isinstance(pid, str) or not pid:
-                self._bad(f"{name}:{number}", "missing id", "missing, null or non-string 'id'")
+                self._bad(f"{name}:{number}", "missing id", "missing, null or non-string 'id' (or TIRA's 'docno')")
                 continue
             if not isinstance(contents, str):
                 self._bad(f"{name}:{number}", "missing contents",
@@ -176,6 +181,8 @@ class PassageReader:
                 continue
             seen.add(pid)
             url = obj.get("chatNoirUrl")
+            if url is None and isinstance(obj.get("original_document"), dict):
+                url = obj["original_document"].get("chatnoir_url")
             self.stats.read += 1
             yield Passage(pid, text, query, url if isinstance(url, str) else None)
 
