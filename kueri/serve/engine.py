@@ -114,6 +114,7 @@ class Passage:
     text: str
     url: str | None
     marks: tuple[tuple[int, int, str], ...]  # object mentions: (start, end, OBJ1 | OBJ2)
+    evidence: str | None = None  # the sentence that decided the stance (kueri.stance.StanceModel.explain)
 
     def pieces(self) -> list[tuple[str, str | None]]:
         """The text cut at the object mentions: (text, None | "OBJ1" | "OBJ2"), for a page to mark them."""
@@ -127,7 +128,7 @@ class Passage:
 
     def as_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "id": self.id, "stance": self.stance, "relevance": self.relevance,
-                "quality": round(self.quality, 6), "url": self.url, "text": self.text}
+                "quality": round(self.quality, 6), "url": self.url, "text": self.text, "evidence": self.evidence}
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,7 @@ class _Ranking:
     note: str = ""
     quality: dict[str, float] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
+    evidence: dict[str, str | None] = field(default_factory=dict)
 
 
 def without_objects(config: RunConfig) -> RunConfig:
@@ -455,6 +457,15 @@ class Engine:
         for pid, text in zip(missing, texts, strict=True):
             ranking.texts[pid] = text
             ranking.quality[pid] = quality.score(text)
+        labelled = {hit.doc for hit in ranking.hits[:k] if hit.stance in SIDES}
+        if labelled and all(ranking.topic.objects):
+            from kueri.stance import StanceModel
+
+            model = self._shared.get("stance-model") or StanceModel.load()  # the pipeline's, when it labelled
+            matcher = ObjectMatcher(*ranking.topic.objects)
+            for pid, text in zip(missing, texts, strict=True):
+                if pid in labelled:
+                    ranking.evidence[pid] = model.explain(text, matcher).sentence
 
     def _answer(self, question: str, ranking: _Ranking, k: int, seconds: float) -> Answer:
         topic = ranking.topic
@@ -465,7 +476,7 @@ class Engine:
             text = ranking.texts[hit.doc]
             passages.append(Passage(rank, hit.doc, hit.stance if hit.stance in SIDES else "NO", hit.score,
                                     ranking.quality[hit.doc], text, self.links.url(hit.doc),
-                                    tuple(mentions(text, matcher)) if matcher else ()))
+                                    tuple(mentions(text, matcher)) if matcher else (), ranking.evidence.get(hit.doc)))
         return Answer(question, objects, ranking.objects_from, topic.number if topic.number != FREE_TOPIC else None,
                       ranking.config.name, ranking.config.summary(), len(ranking.hits), passages, Verdict.of(passages),
                       seconds or 0.0, ranking.note)
