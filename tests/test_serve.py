@@ -188,6 +188,9 @@ def test_a_free_question_gets_its_objects_a_verdict_and_both_sides(served):
     for rank, passage in enumerate(answer["passages"], start=1):
         assert passage["rank"] == rank and passage["stance"] in ("FIRST", "SECOND", "NEUTRAL", "NO")
         assert 0 <= passage["quality"] <= 1 and passage["text"]
+        # The sentence that decided the stance is the passage's own (none: it names neither object).
+        assert passage["deciding_sentence"] is None or passage["deciding_sentence"] in passage["text"]
+    assert any(p["deciding_sentence"] for p in answer["passages"] if p["stance"] != "NO")
     scores = [p["relevance"] for p in answer["passages"]]
     assert scores == sorted(scores, reverse=True)
 
@@ -255,7 +258,8 @@ def test_the_page_works_without_javascript(served):
     status, html = get(served.url + "?" + urllib.parse.urlencode({"q": "Which is better, Canon or Nikon?"}))
     assert status == 200
     for part in ('id="verdict"', 'id="for-first"', 'id="for-second"', 'id="neutral"', '<mark class="obj1">Canon',
-                 'id="config-used"', 'href="/static/kueri.css"', 'href="https://chatnoir.eu/cache?uuid='):
+                 'id="config-used"', 'href="/static/kueri.css"', 'href="https://chatnoir.eu/cache?uuid=',
+                 'Stance decided by: <q>'):
         assert part in html, part
     assert "<script" not in html and not re.search(r"""(?:src|href)=["']https?://(?!chatnoir)""", html)
     status, html = get(served.url + "?q=" + "x" * 600)

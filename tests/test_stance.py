@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 
 import numpy as np
@@ -106,6 +107,21 @@ def test_decision_priors_and_gate(model):
     assert model.with_decision(target_priors=[1, 0, 0, 0]).decide(p) == "FIRST"
     with pytest.raises(KueriError, match="priors"):
         model.with_decision(target_priors=[1, 2, 3])
+
+
+def test_explain_names_the_sentence_that_decided_the_label(model):
+    cats_dogs = ObjectMatcher("cats", "dogs")
+    text = f"{NEITHER} {PRO_CATS}"
+    explained = model.explain(text, cats_dogs)
+    assert explained.label == model.label(text, "cats", "dogs") == "FIRST"
+    # The museum's sentences name no object: leaving one out changes nothing; a comparison decided it.
+    assert explained.sentence in sentences(PRO_CATS) and explained.index >= 2
+    # Exchanging the objects swaps the label, not the reason.
+    swapped = model.explain(text, ObjectMatcher("dogs", "cats"))
+    assert (swapped.label, swapped.sentence) == ("SECOND", explained.sentence)
+    assert model.explain(NEITHER, cats_dogs) == ("NO", None, None)  # NO without asking the model
+    one = "Cats are far better pets than dogs."
+    assert model.explain(one, cats_dogs) == (model.label(one, "cats", "dogs"), one, 0)
 
 
 def test_missing_or_broken_model_says_how_to_rebuild(tmp_path):
@@ -212,6 +228,21 @@ def test_labelling_in_worker_processes_gives_the_same_run(sample_run, model):
     two = label_run(run, topics, index_texts(index), depth=None, model=model, summary=pooled, workers=2)
     assert two == one and list(two) == list(run)
     assert pooled.counts == alone.counts and pooled.labelled == alone.labelled == sum(map(len, run.values()))
+
+
+def test_cli_explains_each_label_with_a_sentence_of_its_passage(sample_run, tmp_path):
+    path, index = sample_run
+    labelled, explained = tmp_path / "run.txt", tmp_path / "why.jsonl"
+    assert _stance_cli(["stance", str(path), "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
+                        "--output", str(labelled), "--depth", "3", "--explain", str(explained)]) == 0
+    run, _ = read_run_with_tag(labelled)
+    lines = [json.loads(line) for line in explained.read_text(encoding="utf-8").splitlines()]
+    assert [(x["topic"], x["doc"], x["stance"]) for x in lines] == [
+        (qid, h.doc, h.stance) for qid, hits in run.items() for h in hits[:3]]
+    assert [x["rank"] for x in lines[:3]] == [1, 2, 3]
+    texts = dict(zip([x["doc"] for x in lines], index.contents_of([x["doc"] for x in lines], "test"), strict=True))
+    assert all(x["sentence"] is None or x["sentence"] in texts[x["doc"]] for x in lines)
+    assert sum(x["sentence"] is not None for x in lines) > len(lines) / 2
 
 
 def test_cli_errors(sample_run, tmp_path):

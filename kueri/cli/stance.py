@@ -1,7 +1,7 @@
 """``kueri stance``: fill the stance column of a run file with the shipped stance model.
 
     kueri stance RUN (--index DIR | --corpus PATH) --topics FILE --output RUN [--depth 50] [--model FILE]
-                 [--tag TAG] [--priors F S N NO] [--neutral-gate X]
+                 [--tag TAG] [--priors F S N NO] [--neutral-gate X] [--explain FILE]
 
 The model is loaded only when the command runs.
 """
@@ -9,6 +9,7 @@ The model is loaded only when the command runs.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from typing import Any
 
@@ -43,6 +44,9 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
     p.add_argument("--neutral-gate", type=float, metavar="X",
                    help="NEUTRAL needs a sentence comparing the objects with probability >= X, else NO; "
                    "0 turns the gate off (default: the model's, 0.5)")
+    p.add_argument("--explain", metavar="FILE",
+                   help="also write, as JSON lines, each labelled hit's label and the sentence that decided it "
+                   "(topic, rank, doc, stance, sentence; several times slower than labelling)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad corpus lines instead of stopping (--corpus)")
     p.add_argument("--workers", type=int, help="processes labelling topics side by side (default: KUERI_WORKERS, "
                    "else 2 on 2+ cores): the same labels")
@@ -55,8 +59,16 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
 def cmd_stance(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.processes import resolve_workers
-    from kueri.runfile import read_run_with_tag, write_run
-    from kueri.stance.label import LabelSummary, corpus_texts, index_texts, label_run, label_run_on_ray, needed_ids
+    from kueri.runfile import read_run_with_tag, write_lines_atomic, write_run
+    from kueri.stance.label import (
+        LabelSummary,
+        corpus_texts,
+        explain_run,
+        index_texts,
+        label_run,
+        label_run_on_ray,
+        needed_ids,
+    )
     from kueri.stance.model import DEFAULT_MODEL, StanceModel
 
     if args.depth < 0:
@@ -70,6 +82,10 @@ def cmd_stance(args: argparse.Namespace) -> int:
     summary = LabelSummary()
 
     def label_with(texts: Any) -> Any:
+        if args.explain:  # before the run file: an explanation that fails leaves no half of the output
+            explained = (json.dumps(line, ensure_ascii=False) + "\n"
+                         for line in explain_run(run, topics, texts, args.depth, model))
+            log.info("stance: wrote %d explanations to %s", write_lines_atomic(args.explain, explained), args.explain)
         if args.ray:  # the same labels, each topic a task of the cluster
             return label_run_on_ray(run, topics, texts, args.depth, model, args.ray, summary)
         return label_run(run, topics, texts, args.depth, model, summary, workers=workers)

@@ -127,6 +127,7 @@ class Passage:
     url: str | None
     marks: tuple[tuple[int, int, str], ...]  # object mentions: (start, end, OBJ1 | OBJ2)
     about_aspect: bool = False  # the passage has a word of the question's aspect (kueri.questions.speaks_of)
+    deciding_sentence: str | None = None  # what decided the stance (kueri.stance.StanceModel.explain)
 
     def pieces(self) -> list[tuple[str, str | None]]:
         """The text cut at the object mentions: (text, None | "OBJ1" | "OBJ2"), for a page to mark them."""
@@ -141,7 +142,8 @@ class Passage:
     def as_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "id": self.id, "stance": self.stance, "relevance": self.relevance,
                 "quality": round(self.quality, 6), "url": self.url, "text": self.text,
-                "about_aspect": self.about_aspect}
+                "about_aspect": self.about_aspect,
+                "deciding_sentence": self.deciding_sentence}
 
 
 @dataclass(frozen=True)
@@ -315,6 +317,7 @@ class _Ranking:
     note: str = ""
     quality: dict[str, float] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
+    deciding_sentences: dict[str, str | None] = field(default_factory=dict)
 
 
 def without_objects(config: RunConfig) -> RunConfig:
@@ -597,6 +600,15 @@ class Engine:
         for pid, text in zip(missing, texts, strict=True):
             ranking.texts[pid] = text
             ranking.quality[pid] = quality.score(text)
+        labelled = {hit.doc for hit in ranking.hits[:k] if hit.stance in SIDES}
+        if labelled and all(ranking.topic.objects):
+            from kueri.stance import StanceModel
+
+            model = self._shared.get("stance-model") or StanceModel.load()  # the pipeline's, when it labelled
+            matcher = ObjectMatcher(*ranking.topic.objects)
+            for pid, text in zip(missing, texts, strict=True):
+                if pid in labelled:
+                    ranking.deciding_sentences[pid] = model.explain(text, matcher).sentence
 
     def _answer(self, question: str, ranking: _Ranking, k: int, seconds: float, aspect: str | None = None
                 ) -> Answer:
@@ -614,7 +626,8 @@ class Engine:
             text = ranking.texts[hit.doc]
             passages.append(Passage(rank, hit.doc, hit.stance if hit.stance in SIDES else "NO", hit.score,
                                     ranking.quality[hit.doc], text, self.links.url(hit.doc),
-                                    tuple(mentions(text, matcher)) if matcher else (), speaks_of(text, terms)))
+                                    tuple(mentions(text, matcher)) if matcher else (), speaks_of(text, terms),
+                                    ranking.deciding_sentences.get(hit.doc)))
         # the threshold is for the configuration's own scores; without objects its later stages do not run
         threshold = WEAK_SCORE.get(ranking.config.name) if ranking.objects_from != "none" else None
         evidence = Evidence.of([hit.score for hit in ranking.hits], threshold) if threshold is not None else None

@@ -188,6 +188,30 @@ def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int
     return _gather(ordered_map(ray, task, batches, depth, ray.put(model)), summary, started)
 
 
+def explain_run(run: Run, topics: Iterable[Topic], texts: Texts, depth: int | None = DEFAULT_DEPTH,
+                model: StanceModel | None = None) -> Iterator[dict[str, object]]:
+    """For each of the top ``depth`` hits of every topic: its label and the sentence that decided it.
+
+    One dict per hit, in run order: ``topic``, ``rank``, ``doc``, ``stance`` (the label :func:`label_run`
+    gives it) and ``sentence`` (:meth:`StanceModel.explain`; None when the passage names neither object).
+    In this process: each passage is analysed once per sentence, several times :func:`label_run`'s cost.
+    """
+    model = model if model is not None else StanceModel.load(DEFAULT_MODEL)
+    by_number = {topic.number: topic for topic in topics}
+    for qid, hits in run.items():
+        topic = by_number.get(qid)
+        if topic is None:
+            raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
+        head = _to_label(hits, depth)
+        if not head:
+            continue
+        matcher = ObjectMatcher(*topic.objects)
+        for rank, (hit, text) in enumerate(zip(head, _lookup(texts, [h.doc for h in head], qid), strict=True), 1):
+            explanation = model.explain(text or "", matcher)
+            yield {"topic": qid, "rank": rank, "doc": hit.doc, "stance": explanation.label,
+                   "sentence": explanation.sentence}
+
+
 def needed_ids(run: Run, depth: int | None = DEFAULT_DEPTH) -> set[str]:
     """The passage ids :func:`label_run` will ask for."""
     return {hit.doc for hits in run.values() for hit in _to_label(hits, depth)}

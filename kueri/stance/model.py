@@ -42,13 +42,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from kueri import resources
 from kueri.arithmetic import exps, row_dots
 from kueri.errors import KueriError, SetupError
-from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, swap_tokens
+from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, sentences, swap_tokens, tokens
 from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, sentence_sentiments
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
@@ -92,6 +93,16 @@ class LinearSoftmax:
         logits = logits - logits.max()
         exp = exps(logits)
         return exp / exp.sum()
+
+
+class Explanation(NamedTuple):
+    """A passage's stance and the sentence that decided it (:meth:`StanceModel.explain`)."""
+
+    label: str
+    #: The deciding sentence as it stands in the passage (None: the passage names neither object).
+    sentence: str | None
+    #: Its position among the passage's non-empty sentences.
+    index: int | None
 
 
 class StanceModel:
@@ -179,13 +190,17 @@ class StanceModel:
         Below the model's ``neutral_gate`` NEUTRAL's probability goes to NO: on the web, a passage that
         discusses both objects without comparing them takes no stance (see the module docstring).
         """
+        return LABELS[int(np.argmax(self._decision_scores(probabilities, comparative)))]
+
+    def _decision_scores(self, probabilities: np.ndarray, comparative: float) -> np.ndarray:
+        """The scores :meth:`decide` takes the argmax of: prior-shifted, NEUTRAL gated."""
         shifted = np.asarray(probabilities, dtype=np.float64) * self._shift
         if comparative < self.neutral_gate:
             # After the shift: the passages that would be NEUTRAL become NO, no more and no fewer (moved
             # before it, NEUTRAL's mass would be scaled up by NO's much larger factor).
             shifted[_NO] += shifted[_NEUTRAL]
             shifted[_NEUTRAL] = 0.0
-        return LABELS[int(np.argmax(shifted))]
+        return shifted
 
     def label_masked(self, passage: MaskedPassage) -> str:
         tokens = passage.tokens
@@ -196,6 +211,38 @@ class StanceModel:
     def label(self, text: str, first: str, second: str) -> str:
         """The stance of ``text`` towards the objects: FIRST, SECOND, NEUTRAL or NO."""
         return self.label_masked(mask_passage(text, ObjectMatcher(first, second)))
+
+    def explain(self, text: str, matcher: ObjectMatcher) -> Explanation:
+        """The label of ``text`` (:meth:`label_masked`'s) and the sentence that decided it.
+
+        The deciding sentence is found by leaving each sentence out in turn: the one whose absence most
+        lowers the label's lead over the runner-up (decision scores normalised to sum 1) decided it; ties
+        go to the earlier sentence. A passage of one sentence is decided by it; one naming neither object
+        by none (it is NO without asking the model). Costs one passage analysis per sentence.
+        """
+        kept = [(piece, masked) for piece in sentences(text) if (masked := matcher.mask(tokens(piece)))]
+        passage = MaskedPassage([masked for _, masked in kept])  # what mask_passage(text, matcher) gives
+        label = self.label_masked(passage)
+        if OBJ1 not in passage.tokens and OBJ2 not in passage.tokens:
+            return Explanation(label, None, None)
+        chosen = LABELS.index(label)
+
+        def lead(scores: np.ndarray) -> float:
+            total = float(scores.sum())
+            others = max(float(x) for i, x in enumerate(scores) if i != chosen)
+            return (float(scores[chosen]) - others) / total if total > 0 else 0.0
+
+        if len(kept) == 1:
+            return Explanation(label, kept[0][0].strip(), 0)
+        drops = []
+        for left_out in range(len(kept)):
+            rest = MaskedPassage([m for i, (_, m) in enumerate(kept) if i != left_out])
+            if OBJ1 not in rest.tokens and OBJ2 not in rest.tokens:  # the rest would be NO, surely
+                drops.append(-1.0 if label == "NO" else 1.0)
+            else:
+                drops.append(-lead(self._decision_scores(*self._analyse(rest))))
+        deciding = max(range(len(kept)), key=lambda i: (drops[i], -i))
+        return Explanation(label, kept[deciding][0].strip(), deciding)
 
     def with_decision(self, target_priors: Sequence[float] | None = None,
                       neutral_gate: float | None = None) -> StanceModel:
