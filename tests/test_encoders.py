@@ -211,3 +211,43 @@ def test_two_writers_on_one_store_embed_each_passage_once(tmp_path):
     store = EmbeddingStore(path, 3)
     texts = [f"passage {i} " + "a" * (i % 7) for i in range(300)]
     assert len(store) == 300 and store.vectors([text_digest(t) for t in texts]).tolist() == expected(300)
+
+
+# -- kueri embed ahead, then kueri serve: the answer path embeds nothing -----------------------------------------
+
+
+@pytest.mark.slow
+def test_after_kueri_embed_a_new_question_to_serve_embeds_no_passage(tmp_path, caplog):
+    """40 passages of the sample embedded ahead by ``kueri embed --encoder all``: the server says so at start, and a
+    new question (not a topic, not cached) is answered by the default configuration without embedding a passage."""
+    import gzip
+
+    from kueri.config import get_config
+    from kueri.pipeline import cached_index
+    from kueri.serve.engine import Engine
+    from tests.conftest import SAMPLE_CORPUS, run_command
+
+    corpus, workdir = tmp_path / "small.jsonl", tmp_path / "work"
+    with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
+        corpus.write_text("".join(line for _, line in zip(range(40), handle, strict=False)), encoding="utf-8")
+    with cached_index(corpus, get_config("default").analyzer, workdir, progress=False) as index:
+        index_dir = index.path
+    embedded = run_command([sys.executable, "-m", "kueri", "-q", "embed", "--index", str(index_dir), "--encoder",
+                            "all", "--store-only", "--workdir", str(workdir)], env={"PYTHONPATH": str(ROOT)})
+    assert embedded.returncode == 0, embedded.stderr
+    for entry in ENCODERS.values():
+        assert len(entry.store(workdir)) == 40
+    engine = Engine(corpus=corpus, workdir=workdir)
+    try:
+        with caplog.at_level(logging.INFO):
+            engine.start(preembed=False)
+        for name in ENCODERS:
+            assert f"serve: 40 of the corpus' 40 passages are embedded by {name} (100 %)" in caplog.text
+        stored = engine.on_pipeline(engine._stored_encoders).result()
+        assert sorted(stored) == sorted(ENCODERS)
+        answer = engine.on_pipeline(lambda: engine.ask("Is internet dating better than traditional dating?",
+                                                       ("internet dating", "traditional dating"))).result()
+        assert answer.passages and answer.hits > 10  # the second stage reranked its candidates
+        assert {name: encoder.embedded for name, encoder in stored.items()} == dict.fromkeys(ENCODERS, 0)
+    finally:
+        engine.close()
