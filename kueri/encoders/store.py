@@ -11,9 +11,9 @@ when whole), never rewrites the others, so:
 - two processes on one work folder stay correct: appends take the store's lock (``embeddings-<key>.lock``), and a
   process that waited reads the chunks the other one added before it embeds what is still missing.
 
-Vectors are memory-mapped, so opening a store reads only its digests (20 bytes a passage). The work folder's
-former one-file cache (``embeddings-<key>.npz``, rewritten whole on each addition) is read into the store once and
-removed, with one line; a damaged one is removed with one warning line, never an error.
+Opening a store reads only its digests (20 bytes a passage); vectors are read from their chunk when asked. The work
+folder's former one-file cache (``embeddings-<key>.npz``, rewritten whole on each addition) is read into the store
+once and removed, with one line; a damaged one is removed with one warning line, never an error.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class EmbeddingStore:
         self.path = Path(path)
         self.dimension = dimension
         self._rows: dict[bytes, tuple[int, int]] = {}  # digest -> (chunk, row)
-        self._chunks: list[np.ndarray] = []  # memory-mapped vectors of each chunk read
+        self._chunks: list[tuple[Path, int]] = []  # each chunk read: its file and where its vectors start
         self._read: set[str] = set()  # chunk file names read (or found damaged)
         self._legacy = self.path.with_name(self.path.name + ".npz")
         if self._legacy.is_file():
@@ -124,19 +124,21 @@ class EmbeddingStore:
         for name in names:
             self._read.add(name)
             try:
-                digests, vectors = self._open_chunk(self.path / name)
+                digests, start = self._open_chunk(self.path / name)
             except BrokenCache as exc:
                 log.warning("work folder: %s is damaged, its passages are embedded again (%s)", self.path / name, exc)
                 continue
             number = len(self._chunks)
-            self._chunks.append(vectors)
+            self._chunks.append((self.path / name, start))
             for row, digest in enumerate(digests):
                 self._rows.setdefault(digest, (number, row))
         if names:
             touch(self.path)
         return len(self._rows) - before
 
-    def _open_chunk(self, path: Path) -> tuple[list[bytes], np.ndarray]:
+    def _open_chunk(self, path: Path) -> tuple[list[bytes], int]:
+        """A chunk's digests and the offset of its vectors in the file (read when asked: a process may read
+        thousands of chunks, more than it may keep files or maps open)."""
         try:
             with path.open("rb") as stream:
                 magic, count, dimension = _HEADER.unpack(stream.read(_HEADER.size))
@@ -146,11 +148,9 @@ class EmbeddingStore:
                 if size != _HEADER.size + count * (DIGEST_BYTES + 4 * dimension):
                     raise ValueError(f"{size} bytes for {count} passages")
                 raw = stream.read(count * DIGEST_BYTES)
-            vectors = np.memmap(path, dtype="<f4", mode="r", offset=_HEADER.size + count * DIGEST_BYTES,
-                                shape=(count, dimension)) if count else np.zeros((0, dimension), np.float32)
         except (OSError, ValueError, struct.error) as exc:
             raise BrokenCache(f"{type(exc).__name__}: {exc}") from None
-        return [raw[i : i + DIGEST_BYTES] for i in range(0, len(raw), DIGEST_BYTES)], vectors
+        return [raw[i : i + DIGEST_BYTES] for i in range(0, len(raw), DIGEST_BYTES)], _HEADER.size + len(raw)
 
     def missing(self, digests: Iterable[bytes]) -> list[bytes]:
         return [d for d in digests if d not in self._rows]
@@ -158,9 +158,20 @@ class EmbeddingStore:
     def vectors(self, digests: Sequence[bytes]) -> np.ndarray:
         """The stored vectors of ``digests`` (each must be stored), one row each, float32."""
         out = np.empty((len(digests), self.dimension), dtype=np.float32)
+        by_chunk: dict[int, list[tuple[int, int]]] = {}
         for i, digest in enumerate(digests):
             chunk, row = self._rows[digest]
-            out[i] = self._chunks[chunk][row]
+            by_chunk.setdefault(chunk, []).append((i, row))
+        width = 4 * self.dimension
+        for chunk, wanted in by_chunk.items():
+            path, start = self._chunks[chunk]
+            try:
+                with path.open("rb") as stream:
+                    for i, row in wanted:
+                        stream.seek(start + row * width)
+                        out[i] = np.frombuffer(stream.read(width), dtype="<f4")
+            except (OSError, ValueError) as exc:  # removed or cut since it was read: not the store's to heal here
+                raise BrokenCache(f"{path}: cannot read its vectors ({type(exc).__name__}: {exc})") from None
         return out
 
     def append(self, digests: Sequence[bytes], vectors: np.ndarray) -> None:
