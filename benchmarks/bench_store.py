@@ -112,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", default="/tmp/kueri-bench-store")
     parser.add_argument("--real", action="store_true", help="real vectors: kueri embed --encoder all --store-only")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--prepare-only", action="store_true", help="make the corpus, index and stores, and stop")
     args = parser.parse_args(argv)
     from kueri.config import get_config
     from kueri.pipeline import cached_index
@@ -134,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         filled = fill_stores(index_dir, work)
         print("stores filled with random unit vectors: " + ", ".join(f"{n} {s:.1f} s" for n, s in filled.items()),
               file=sys.stderr)
+    if args.prepare_only:
+        return 0
     stores = store_figures(work, args.passages)
     for name, row in stores.items():
         print(f"store {name}: {row['passages']} passages in {row['chunks']} chunks, {row['bytes'] / 1e6:.1f} MB "
