@@ -21,6 +21,7 @@ store's size per passage and the time to open it.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -37,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_serve import Server, ask_all, questions, summary  # noqa: E402
 
+RANKED = re.compile(r"ranked in ([0-9.]+) s")
 WARM_UP = "Which is better, a laptop or a desktop?"  # the question a server asks itself at start
 
 
@@ -151,11 +153,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Server(command) as server:  # a fresh server: no answer cached, every question new to it
             embedded = [line.split("serve: ", 1)[1].strip() for line in server.log if "of the corpus'" in line]
             latencies, wall = ask_all(server, paths, clients)
-        rows.append({"clients": clients, "start_seconds": server.started_seconds, **summary(latencies, wall)})
+            time.sleep(0.5)  # the log's last lines
+        ranked = [float(m[1]) for line in server.log if (m := RANKED.search(line))][1:]  # the warm-up's left out
+        stages = [line.split("second stage: ", 1)[1].strip() for line in server.log if " in all" in line][1:]
+        rows.append({"clients": clients, "start_seconds": server.started_seconds, **summary(latencies, wall),
+                     "ranked_p50": statistics.median(ranked) if ranked else None})
+        if stages:
+            print(f"  a question's second stage (the server's log): {stages[len(stages) // 2]}", file=sys.stderr)
         row = rows[-1]
         print(f"clients {clients:2d}: p50 {row['p50']:.2f} s, p95 {row['p95']:.2f} s, max {row['max']:.2f} s, "
               f"{row['per_second']:.2f} questions/s (n {row['n']}); server started in {row['start_seconds']:.1f} s; "
-              f"{'; '.join(embedded)}; load {load()}", file=sys.stderr, flush=True)
+              f"{'; '.join(embedded)}; ranked in {row['ranked_p50']} s (p50, the server's own log); load {load()}",
+              file=sys.stderr, flush=True)
     print(f"| clients | questions | p50 s | p95 s | max s | questions/s |  ({args.passages} passages, "
           f"{'real' if args.real else 'random'} vectors)")
     print("|---|---|---|---|---|---|")
