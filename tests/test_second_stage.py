@@ -374,22 +374,6 @@ def test_training_refuses_the_2022_judgments(monkeypatch):
     assert qrels == {"1": {"clueweb12-0001wb-05-12311___1": 0}}  # a passage inherits its document's grade
 
 
-class CountingEncoder:
-    """A hand-made TextEncoder: (length, number of a's, 1) per text, remembering what it was asked."""
-
-    dimension = 3
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def passages(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32).reshape(-1, 3)
-
-    def queries(self, texts: list[str]) -> np.ndarray:
-        return -self.passages(texts)
-
-
 # -- the neural features on hand-made encoders ----------------------------------------------------------
 
 
