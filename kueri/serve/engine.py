@@ -317,9 +317,10 @@ class Engine:
         return next(iter(self._indexes.values()))
 
     def _encoder_names(self) -> list[str]:
-        """The encoders whose passage embeddings the offered configurations' stages read."""
+        """The encoders whose passage embeddings the offered configurations' stages read (a stage without
+        ``embeds``, one not built on :class:`~kueri.stages.StageDefaults`, reads none)."""
         return list(dict.fromkeys(name for config in self.configs.values() for stage in config.stages()
-                                  for name in stage.embeds()))
+                                  for name in getattr(stage, "embeds", tuple)()))
 
     def _stored_encoders(self) -> dict[str, Any]:
         """Those encoders as the stages use them (shared, their embeddings in the work folder's stores)."""
