@@ -148,6 +148,7 @@ def test_a_damaged_npz_cache_or_chunk_is_one_warning_line_never_an_error(tmp_pat
         encoder, counting = stored(path)
     assert len(caplog.records) == 1 and "is damaged, its passages are embedded again" in caplog.text
     assert encoder.passages(["cats"]).tolist() == [[4, 1, 1]] and counting.calls == [["cats"]]
+    assert not chunk.exists() and len(list(path.iterdir())) == 1  # replaced by the chunk that embedded it again
 
 
 WRITER = textwrap.dedent("""

@@ -100,6 +100,7 @@ class EmbeddingStore:
         self._rows: dict[bytes, tuple[int, int]] = {}  # digest -> (chunk, row)
         self._chunks: list[tuple[Path, int]] = []  # each chunk read: its file and where its vectors start
         self._read: set[str] = set()  # chunk file names read (or found damaged)
+        self._damaged: list[Path] = []  # removed by the next append (under the lock), whose chunk replaces them
         self._legacy = self.path.with_name(self.path.name + ".npz")
         if self._legacy.is_file():
             with self.lock():
@@ -127,6 +128,7 @@ class EmbeddingStore:
                 digests, start = self._open_chunk(self.path / name)
             except BrokenCache as exc:
                 log.warning("work folder: %s is damaged, its passages are embedded again (%s)", self.path / name, exc)
+                self._damaged.append(self.path / name)
                 continue
             number = len(self._chunks)
             self._chunks.append((self.path / name, start))
@@ -182,8 +184,14 @@ class EmbeddingStore:
         if not digests:
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        numbers = [int(m[1]) for p in self.path.iterdir() if (m := _CHUNK.fullmatch(p.name))]
+        # numbered after every name ever read here (a removed damaged chunk's too: its name counts as read)
+        numbers = [int(m[1]) for name in {*self._read, *(p.name for p in self.path.iterdir())}
+                   if (m := _CHUNK.fullmatch(name))]
         name = f"chunk-{max(numbers, default=-1) + 1:08d}.emb"
+        for damaged in self._damaged:
+            with contextlib.suppress(OSError):
+                damaged.unlink()
+        self._damaged.clear()
         with atomic_writer(self.path / name) as out:
             out.write(_HEADER.pack(_MAGIC, len(digests), self.dimension))
             out.write(b"".join(digests))
