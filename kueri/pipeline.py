@@ -151,22 +151,40 @@ def open_cached_index(index_dir: Path, analyzer: AnalyzerConfig | None = None) -
     return index
 
 
-def search_run(index: LuceneIndex, config: RunConfig, topics: Iterable[Topic]) -> Run:
-    """The title search of ``config`` over an open index (its feedback or fusion settings aside); with ``dense``,
-    its dense or hybrid search over the vectors beside the index (made by ``kueri embed``; an index without them
-    is a one-line :class:`~kueri.errors.SetupError`)."""
-    lexical = Search(config.analyzer, config.similarity, config.fields, config.filter_objects, config.hits, config.name)
-    if not config.dense:
-        return lexical.search(index, topics)
-    from kueri.dense import make_encoder
-    from kueri.stages.retrieval import Hybrid, retrieval
+class IndexContext:
+    """The context of a first stage searched over one given, open index (``kueri search``): no work folder, so
+    nothing is built or cached (a dense search needs the vectors ``kueri embed`` made beside the index)."""
 
-    topics = list(topics)
+    workdir = None
+    skip_bad = False
+
+    def __init__(self, index: LuceneIndex, topics: list[Topic], progress: bool = False) -> None:
+        self._index, self.topics, self.progress, self.corpus = index, topics, progress, index.path
+        self._shared: dict[Hashable, Any] = {}
+
+    def index(self, analyzer: AnalyzerConfig) -> LuceneIndex:
+        return self._index  # a search with another analyzer says so (Search.search)
+
+    def texts(self, who: str) -> Texts:
+        return lambda ids: self._index.contents_of(ids, who)
+
+    def run_named(self, name: str) -> Run:
+        raise KueriError(f"a search of one index cannot run configuration {name} (use kueri run or kueri fuse)")
+
+    def shared(self, key: Hashable, make: Callable[[], T]) -> T:
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+
+def search_run(index: LuceneIndex, config: RunConfig, topics: Iterable[Topic]) -> Run:
+    """The first stage of ``config`` over an open index, its feedback or fusion settings aside: the title search,
+    or a dense or hybrid search over the vectors beside the index (made by ``kueri embed``; an index without them
+    is a one-line :class:`~kueri.errors.SetupError`)."""
+    from kueri.stages.retrieval import retrieval
+
     stage = retrieval(config.with_changes(fuse=(), feedback=None))
-    dense = stage.dense if isinstance(stage, Hybrid) else stage
-    with dense.vectors(index, None, progress=False) as vectors:
-        dense_hits = dense.search(index, topics, make_encoder(dense.encoder), vectors)
-    return stage.fuse(lexical.search(index, topics), dense_hits) if isinstance(stage, Hybrid) else dense_hits
+    return stage.apply({}, IndexContext(index, list(topics)))
 
 
 class Pipeline:

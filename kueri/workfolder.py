@@ -1,8 +1,8 @@
 """The work folder as a cache: what is in it, whether each entry is sound, and pruning.
 
 A work folder holds indexes (``index-<key>/``, keyed by the corpus files and the analysis) and
-passage embeddings (``embeddings-<encoder>.npz``). Every entry is rebuilt when missing or broken
-(:func:`kueri.pipeline.cached_index`, :class:`kueri.second_stage.embedding_cache.EmbeddingCache`),
+stores of passage embeddings (``embeddings-<store key>/``). Every entry is rebuilt when missing or broken
+(:func:`kueri.pipeline.cached_index`, :class:`kueri.encoders.store.EmbeddingStore`),
 so deleting any of them only costs time. Besides those, a killed build may leave an unfinished
 index (``*.partial``) or a temporary file (``.*.tmp``), and every entry has a lock file
 (``*.lock``) that processes take while they build it.
@@ -75,8 +75,10 @@ def entries(workdir: str | Path) -> list[Entry]:
             kind, about = "index", _describe_index(path)
         elif name.startswith("candidates-") and name.endswith(".jsonl.gz"):
             kind, about = "other", "the passages of a re-rank input (kueri rerank, kueri tira)"
+        elif name.startswith("embeddings-") and path.is_dir():
+            kind, about = "embeddings", f"passage embeddings ({name.removeprefix('embeddings-')})"
         elif name.startswith("embeddings-") and name.endswith(".npz"):
-            kind, about = "embeddings", f"passage embeddings ({name.removeprefix('embeddings-').removesuffix('.npz')})"
+            kind, about = "embeddings", "former passage embeddings file (read into its store by the next run)"
         else:
             kind, about = "other", "not kueri's"
         found.append(Entry(path, kind, _size(path), stat.st_mtime, about))
@@ -96,10 +98,13 @@ def verify(entry: Entry) -> Entry:
         except BrokenCache as exc:
             entry.problem = str(exc)
     elif entry.kind == "embeddings":
-        from kueri.second_stage.embedding_cache import read_embeddings
+        from kueri.encoders.store import check_store, read_embeddings
 
         try:
-            read_embeddings(entry.path)
+            if entry.path.is_dir():
+                entry.problem = check_store(entry.path)
+            else:
+                read_embeddings(entry.path)
         except BrokenCache as exc:
             entry.problem = str(exc)
     return entry

@@ -112,7 +112,7 @@ ENCODERS = r'''
 import sys
 from pathlib import Path
 import numpy as np
-from kueri.second_stage.bert_graph import mean_pooled, open_session
+from kueri.encoders.bert_graph import mean_pooled, open_session
 folder = Path(sys.argv[1])
 inputs = np.load(folder / "inputs.npz")
 out = {}
@@ -126,10 +126,10 @@ np.savez(sys.argv[2], **out)
 def encoder_inputs(folder: Path, count: int) -> None:
     """Both encoders' graphs and the input embeddings of the sample's first ``count`` passages, saved."""
     from kueri import resources
+    from kueri.encoders.bert_graph import build_graph
+    from kueri.encoders.e5 import PASSAGE_PREFIX, E5Encoder
+    from kueri.encoders.minilm import MiniLMEncoder
     from kueri.parse import PassageReader
-    from kueri.second_stage.bert_graph import build_graph
-    from kueri.second_stage.e5 import PASSAGE_PREFIX, E5Encoder
-    from kueri.second_stage.minilm import MiniLMEncoder
 
     passages = PassageReader(resources.sample() / "passages.jsonl.gz")
     texts = [p.contents for _, p in zip(range(count), passages, strict=False)]

@@ -58,9 +58,11 @@ def image_work(default_tira_run, tmp_path_factory) -> Path:
     default run in the image adds its own index, which the later ones reuse.
     """
     work = shared_folder(tmp_path_factory.mktemp("image-work"))
-    for cached in default_tira_run.workdir.glob("embeddings-*.npz"):
-        shutil.copy(cached, work / cached.name)
-        (work / cached.name).chmod(0o666)
+    for cached in default_tira_run.workdir.glob("embeddings-*"):
+        if cached.is_dir():
+            shutil.copytree(cached, work / cached.name)
+            for path in (work / cached.name, *(work / cached.name).iterdir()):
+                path.chmod(0o777 if path.is_dir() else 0o666)
     return work
 
 

@@ -13,6 +13,7 @@ LAYERS = {
     "data": {"kueri", "kueri.errors", "kueri.records", "kueri.files", "kueri.runfile", "kueri.progress",
              "kueri.resources", "kueri.parse", "kueri.environment"},
     "lucene": {"kueri.lucene"},
+    "encoders": {"kueri.encoders"},
     "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance",
                "kueri.dense"},
     "pipeline": {"kueri.stages", "kueri.config", "kueri.pipeline", "kueri.workfolder", "kueri.doctor"},

@@ -41,8 +41,8 @@ def texts() -> list[str]:
 
 def embeddings() -> dict[str, np.ndarray]:
     """Each encoder's passage embeddings of :data:`PASSAGES` and its query embedding of the first one."""
-    from kueri.second_stage.e5 import E5Encoder
-    from kueri.second_stage.minilm import MiniLMEncoder
+    from kueri.encoders.e5 import E5Encoder
+    from kueri.encoders.minilm import MiniLMEncoder
 
     passages = texts()
     out = {}
@@ -68,7 +68,7 @@ def test_embeddings_are_the_stored_ones():
 
 @needs_neural
 def test_an_embedding_does_not_depend_on_its_batch():
-    from kueri.second_stage.minilm import MiniLMEncoder
+    from kueri.encoders.minilm import MiniLMEncoder
 
     encoder = MiniLMEncoder(threads=2)
     passages = texts()
@@ -81,7 +81,7 @@ _EMULATED = """
 import sys
 import numpy as np
 from pathlib import Path
-from kueri.second_stage.bert_graph import mean_pooled, open_session
+from kueri.encoders.bert_graph import mean_pooled, open_session
 folder = Path(sys.argv[1])
 inputs = np.load(folder / "inputs.npz")
 session = open_session((folder / "graph.onnx").read_bytes(), 1)
@@ -100,8 +100,8 @@ def test_an_emulated_avx2_cpu_embeds_the_same(tmp_path):
     """MiniLM's graph and a passage's input embeddings are made here; only onnxruntime's session runs on the
     emulated Haswell (AVX2, no AVX-512): the part whose kernels depend on the CPU. e5's graph is made of
     the same operators (kueri/second_stage/bert_graph.py builds both)."""
-    from kueri.second_stage.bert_graph import build_graph, mean_pooled
-    from kueri.second_stage.minilm import MiniLMEncoder
+    from kueri.encoders.bert_graph import build_graph, mean_pooled
+    from kueri.encoders.minilm import MiniLMEncoder
 
     minilm = MiniLMEncoder(threads=1)
     ids = np.array([minilm.tokenizer.encode(texts()[0])[:EMULATED_PIECES]], dtype=np.int64)

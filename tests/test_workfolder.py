@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from kueri.config import get_config
@@ -28,7 +27,6 @@ from kueri.files import file_lock, writable_file, writable_folder
 from kueri.lucene import MANIFEST, AnalyzerConfig
 from kueri.parse import PassageReader, read_topics
 from kueri.pipeline import cached_index, index_key, search_run
-from kueri.second_stage.embedding_cache import EmbeddingCache
 from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS
 
 ROW7 = AnalyzerConfig("kueristopv2")
@@ -105,35 +103,6 @@ def test_two_runs_racing_on_one_fresh_work_folder_both_succeed(small_input, refe
     assert (tmp_path / "out0" / "run.txt").read_text() == (tmp_path / "out1" / "run.txt").read_text() == reference_run
     assert len(list(workdir.glob(f"index-*/{MANIFEST}"))) == 1  # built once
     assert leftovers(workdir) == []
-
-
-class CountingEncoder:
-    """A stand-in encoder (the cache's logic is what is tested): a text's vector is its length, 1, 1."""
-
-    dimension = 3
-
-    def __init__(self) -> None:
-        self.embedded: list[str] = []
-
-    def queries(self, texts: list[str]) -> np.ndarray:
-        return self.passages(texts)
-
-    def passages(self, texts: list[str]) -> np.ndarray:
-        self.embedded.extend(texts)
-        return np.array([[len(t), 1, 1] for t in texts], dtype=np.float32).reshape(len(texts), 3)
-
-
-def test_embedding_caches_sharing_a_file_keep_each_others_entries(tmp_path):
-    path = tmp_path / "embeddings-test.npz"
-    first, second = CountingEncoder(), CountingEncoder()
-    a, b = EmbeddingCache(first, path), EmbeddingCache(second, path)  # two processes, both started empty
-    a.passages(["cats", "dogs"])
-    b.passages(["birds"])  # saved after a's save: it must keep a's entries
-    third = CountingEncoder()
-    assert EmbeddingCache(third, path).passages(["cats", "dogs", "birds"]).tolist() == [[4, 1, 1], [4, 1, 1],
-                                                                                         [5, 1, 1]]
-    assert third.embedded == []  # all three came from the file
-    assert b.passages(["cats"]).tolist() == [[4, 1, 1]] and second.embedded == ["birds"]  # read, not embedded
 
 
 # -- self-healing caches ------------------------------------------------------------------------------------
@@ -220,27 +189,6 @@ def test_a_cached_index_with_an_old_manifest_is_reused(small_input, tmp_path, ca
     with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
         assert "lucene_version" not in index.manifest
     assert f"reusing index {path}" in caplog.text and "rebuilding" not in caplog.text
-
-
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "wrong shape", "empty"])
-def test_a_broken_embedding_cache_is_reported_and_rebuilt(tmp_path, caplog, damage):
-    path = tmp_path / "embeddings-test.npz"
-    EmbeddingCache(CountingEncoder(), path).passages(["cats", "dogs"])
-    data = path.read_bytes()
-    if damage == "truncated":
-        path.write_bytes(data[: len(data) // 2])
-    elif damage == "garbage":
-        path.write_bytes(b"not a zip file at all")
-    elif damage == "wrong shape":
-        np.savez(path, digests=np.zeros(2, dtype="S20"), vectors=np.zeros((2, 5), dtype=np.float32))
-    else:
-        path.write_bytes(b"")
-    encoder = CountingEncoder()
-    cache = EmbeddingCache(encoder, path)
-    assert f"{path} is broken, rebuilding it" in caplog.text
-    assert cache.passages(["cats", "dogs"]).tolist() == [[4, 1, 1], [4, 1, 1]]
-    assert encoder.embedded == ["cats", "dogs"]  # computed again, then kept
-    assert EmbeddingCache(CountingEncoder(), path).vectors.keys() == cache.vectors.keys()
 
 
 # -- environment errors -------------------------------------------------------------------------------------

@@ -44,11 +44,18 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from kueri.dense import embed_index, encoder_key
+    from kueri import encoders
+    from kueri.dense import embed_index
     from kueri.lucene import LuceneIndex
     from kueri.lucene.index import MANIFEST
-    from kueri.pipeline import corpus_fingerprint, index_corpus
+    from kueri.pipeline import corpus_fingerprint, default_workdir, index_corpus
 
+    names = list(encoders.names()) if "all" in args.encoder else list(dict.fromkeys(args.encoder))
+    for name in names:
+        available, why = encoders.get(name).is_available()
+        if not available:
+            raise EnvironmentProblem(why)
+    workdir = writable_folder(args.workdir or default_workdir(), "work folder")
     index_dir = Path(args.index)
     if not (index_dir / MANIFEST).is_file():
         if not args.corpus:
@@ -60,12 +67,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
             indexed = [f.get("path") for f in index.manifest.get("corpus", [])]
             if indexed and indexed != wanted:
                 raise KueriError(f"{index_dir}: indexed from {', '.join(indexed)}, not from {args.corpus}")
-        cache = None
-        if args.workdir:
-            cache = Path(args.workdir) / f"embeddings-{encoder_key(args.encoder)['cache_name']}.npz"
-        report = embed_index(index, args.encoder, chunk_passages=args.chunk_passages, ray_address=args.ray,
-                             cache_file=cache, progress=args.progress)
-    log.info("%s", report.summary())
+        for name in names:
+            report = embed_index(index, name, workdir, chunk_passages=args.chunk_passages, ray_address=args.ray,
+                                 progress=args.progress, vectors=not args.store_only)
+            log.info("%s", report.summary())
     return 0
 
 
@@ -346,21 +351,28 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     add_first_stage_flags(p)
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("embed", parents=[common], help="embed every passage of an index into its vector index",
-                       description="Embeds every passage of the index DIR with the encoder into DIR/vectors-ENCODER "
-                       "(Lucene HNSW, dot product of unit vectors), for kueri search --dense and the dense-e5 and "
-                       "hybrid-e5 configurations. Resumable: a killed run keeps its finished chunks and the next run "
-                       "embeds only the rest.")
+    p = sub.add_parser("embed", parents=[common], help="embed every passage of an index ahead (store and vectors)",
+                       description="Embeds every passage of the index DIR with each encoder into the encoder's store "
+                       "in the work folder (what the second stage and kueri serve read: every question on that work "
+                       "folder is then warm), then writes DIR/vectors-ENCODER from it (Lucene HNSW, dot product of "
+                       "unit vectors) for kueri search --dense and the dense and hybrid configurations. Resumable: a "
+                       "killed run keeps its finished chunks and the next run embeds only the rest.")
     p.add_argument("--index", required=True, help="a kueri index (built from --corpus first when DIR has none)")
     p.add_argument("--corpus", help=".jsonl/.jsonl.gz file or a folder of them: indexed into DIR when it has no index "
                    "(with --config's analysis), else checked to be the index's corpus")
-    p.add_argument("--encoder", choices=["e5", "minilm"], default="e5", help="the encoder (default e5)")
+    from kueri.encoders import names as encoder_names
+
+    p.add_argument("--encoder", nargs="+", choices=[*encoder_names(), "all"], default=[encoder_names()[0]],
+                   metavar="ENCODER", help=f"the encoders: {', '.join(encoder_names())} or all (default "
+                   f"{encoder_names()[0]})")
     p.add_argument("--chunk-passages", type=int, metavar="N", help="passages per chunk: what a killed run loses at "
                    "most, and one Ray task (512)")
     p.add_argument("--ray", metavar="ADDRESS", help="embed the chunks as tasks of a Ray cluster: auto, or the head's "
                    "host:port (every node needs kueri and the encoders' packages; the model loads from there)")
-    p.add_argument("--workdir", help="a work folder whose embeddings cache (of the second stage) serves the "
-                   "passages it holds")
+    p.add_argument("--workdir", help="the work folder whose embeddings stores get the passages (default: kueri's "
+                   "work folder, as for kueri run and kueri serve)")
+    p.add_argument("--store-only", action="store_true", help="fill the stores only, without the vector indexes "
+                   "(enough for the second stage and kueri serve)")
     add_config_flag(p)
     p.set_defaults(func=cmd_embed)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kueri.encoders import TextEncoder
 from kueri.errors import BrokenCache, SetupError
 from kueri.fusion import linear_fusion, ranked, reciprocal_rank_fusion
 from kueri.lucene import LuceneIndex
 from kueri.lucene.vectors import VectorIndex, ids_digest, read_vectors_manifest, vectors_path
 from kueri.records import Run, Topic
-from kueri.second_stage.candidates import TextEncoder
 
 #: How a hybrid run fuses its lexical and dense runs.
 HYBRID_METHODS = ("rrf", "linear")
@@ -17,7 +17,7 @@ HYBRID_METHODS = ("rrf", "linear")
 
 def open_vectors(index: LuceneIndex, encoder: str, key: dict | None = None) -> VectorIndex:
     """The vector index of ``encoder`` beside ``index``; :class:`SetupError` (one line) when there is none or it
-    was made by another encoder file or kernel class than ``key`` says (:func:`kueri.dense.encoder_key`)."""
+    was made by another encoder file or kernel class than ``key`` says (:meth:`kueri.encoders.Encoder.key`)."""
     path = vectors_path(index.path, encoder)
     if not path.exists():
         raise SetupError(f"{index.path}: no {encoder} vectors; make them with: kueri embed --index {index.path} "

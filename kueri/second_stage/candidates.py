@@ -11,11 +11,12 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
 from kueri.arithmetic import row_dots, unit
+from kueri.encoders import TextEncoder
+from kueri.encoders.registry import E5, MINILM
 from kueri.errors import KueriError
 from kueri.lucene import LuceneIndex, PassageScorer
 from kueri.progress import progress as with_progress
@@ -34,20 +35,11 @@ from kueri.second_stage.features import (
 QualityScorer = Callable[[str], float]
 
 
-class TextEncoder(Protocol):
-    """A neural encoder: unit-length embeddings of queries and of passages, one row per text."""
-
-    dimension: int
-
-    def queries(self, texts: list[str]) -> np.ndarray: ...
-
-    def passages(self, texts: list[str]) -> np.ndarray: ...
-
-
 @dataclass
 class Encoders:
-    """The encoders of the neural features (:data:`~kueri.second_stage.features.NEURAL_FEATURES`) by name;
-    a feature whose encoder is None is not computed (its column is 0)."""
+    """The encoders of the neural features (:data:`~kueri.second_stage.features.NEURAL_FEATURES`), each field named
+    as its entry of :mod:`kueri.encoders`' registry; a feature whose encoder is None is not computed (its column is
+    0)."""
 
     minilm: TextEncoder | None = None
     e5: TextEncoder | None = None
@@ -83,7 +75,9 @@ class CandidateTimes:
         return self.seconds.get(part, 0.0)
 
     def summary(self) -> str:
-        encoders = ", ".join(f"{name} {self.of(name):.1f} s" for name in ("minilm", "e5") if name in self.seconds)
+        from kueri.encoders import names
+
+        encoders = ", ".join(f"{name} {self.of(name):.1f} s" for name in names() if name in self.seconds)
         return (f"{self.pairs} candidates ({self.passages} passages): texts {self.of('texts'):.1f} s, quality "
                 f"{self.of('quality'):.1f} s, neural {self.of('neural'):.1f} s{f' ({encoders})' if encoders else ''}, "
                 f"queries {self.of('queries'):.1f} s, features {self.of('features'):.1f} s")
@@ -185,7 +179,7 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
 
     if encoders.minilm is not None:
         minilm = encoders.minilm
-        with times.timing("minilm"):
+        with times.timing(MINILM.name):
             embedding_of = embed(minilm, sorted(set(pids).union(*feedback.values())))
             for topic, title in zip(topics, minilm.queries([t.title for t in topics]), strict=True):
                 passages = head(embedding_of, topic.number, minilm.dimension)
@@ -196,7 +190,7 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
                            lambda qid: head(embedding_of, qid, minilm.dimension))
     if encoders.e5 is not None:
         e5 = encoders.e5
-        with times.timing("e5"):
+        with times.timing(E5.name):
             e5_of = embed(e5, pids)
             for topic, title in zip(topics, e5.queries([t.title for t in topics]), strict=True):
                 columns[topic.number]["e5_title"] = row_dots(head(e5_of, topic.number, e5.dimension), title).tolist()

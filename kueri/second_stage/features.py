@@ -28,11 +28,11 @@ The groups (names in :data:`FEATURES`):
 * **shape**: length in tokens, the passage's number within its document (``___N``), and the share of
   the title's other content words that the passage contains;
 * **neural** (only for models that use them; 0 for the others): the cosine similarity of title and passage
-  embeddings of all-MiniLM-L6-v2 (:mod:`kueri.second_stage.minilm`); the same model's *pseudo-relevance
+  embeddings of all-MiniLM-L6-v2 (:mod:`kueri.encoders.minilm`); the same model's *pseudo-relevance
   feedback* similarity, the cosine of the passage with the title moved towards the lexical run's top
   :data:`PRF_DEPTH` passages (the unit sum of the title's embedding and their mean: the passages that
   lexical retrieval is surest of tell what the topic's relevant passages look like); and the cosine of
-  query and passage embeddings of multilingual-e5-small (:mod:`kueri.second_stage.e5`), a second,
+  query and passage embeddings of multilingual-e5-small (:mod:`kueri.encoders.e5`), a second,
   differently trained encoder.
 
 Counts enter as ``log1p`` so that one long list of mentions does not dominate a linear model.
@@ -65,7 +65,7 @@ TEXT_FEATURES: tuple[str, ...] = (
     "object_proximity", "pattern_log",
 )
 #: The neural features (the last of a row) and the encoder each needs (``minilm``:
-#: :mod:`kueri.second_stage.minilm`, ``e5``: :mod:`kueri.second_stage.e5`); 0 where not computed.
+#: :mod:`kueri.encoders.minilm`, ``e5``: :mod:`kueri.encoders.e5`); 0 where not computed.
 NEURAL_FEATURES: dict[str, str] = {
     "dense_title": "minilm", "dense_prf": "minilm", "e5_title": "e5",
     # the whole topic: the description's and the narrative's similarity with the passage

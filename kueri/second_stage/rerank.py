@@ -14,10 +14,11 @@ says, under any tie rule. Stance labels are kept with their hits.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -75,44 +76,30 @@ def _warn_if_other_quality_model(model: SecondStageModel, quality_path: Path) ->
                     "retrain it: python scripts/train_second_stage.py", quality_path)
 
 
-def _minilm(threads: int | None = None) -> TextEncoder:
-    from kueri.second_stage.minilm import MiniLMEncoder
-
-    return MiniLMEncoder(threads=threads)
-
-
-def _e5(threads: int | None = None) -> TextEncoder:
-    from kueri.second_stage.e5 import E5Encoder
-
-    return E5Encoder(threads=threads)
-
-
-#: The encoders a model may name (the fields of :class:`Encoders`), each a factory (``threads``: onnxruntime's
-#: intra-op threads, None: its default): its module, with onnxruntime, is imported only when a model needs it.
-ENCODERS: dict[str, Callable[..., TextEncoder]] = {"minilm": _minilm, "e5": _e5}
-
-
 def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_dir: Path | None = None,
                   progress: bool = False) -> Encoders:
-    """The encoders named in ``needed`` (see :data:`ENCODERS`): those ``given``, the others loaded (their
-    passage embeddings kept in ``cache_dir`` when given; ``progress``: a bar while they embed). Encoders
-    not needed are left out, so their features are not computed."""
+    """The encoders named in ``needed`` (names of :mod:`kueri.encoders`' registry): those ``given``, the others
+    loaded (their passage embeddings read from and added to their stores in the work folder ``cache_dir`` when
+    given; ``progress``: a bar while they embed). Encoders not needed are left out, so their features are not
+    computed."""
+    from kueri import encoders as registry
+
     needed = set(needed)
-    unknown = needed - set(ENCODERS)
+    unknown = needed - set(registry.names())
     if unknown:
         raise KueriError(f"second stage: unknown encoder(s) {sorted(unknown)}")
     given = given or Encoders()
     loaded: dict[str, TextEncoder | None] = {}
-    for name, make in ENCODERS.items():
-        encoder = getattr(given, name) if name in needed else None
-        if name in needed and encoder is None:
-            from kueri.second_stage.embedding_cache import EmbeddingCache
-
-            encoder = make()
-            encoder.progress = progress
+    for field in dataclasses.fields(Encoders):
+        encoder = getattr(given, field.name) if field.name in needed else None
+        if field.name in needed and encoder is None:
+            entry = registry.get(field.name)
             if cache_dir is not None:
-                encoder = EmbeddingCache(encoder, cache_dir / f"embeddings-{encoder.cache_name}.npz")
-        loaded[name] = encoder
+                encoder = entry.stored(cache_dir, progress)
+            else:
+                encoder = entry.load()
+                encoder.progress = progress  # type: ignore[attr-defined]
+        loaded[field.name] = encoder
     return Encoders(**loaded)
 
 

@@ -431,6 +431,11 @@ class Engine:
         self.ready = True
         self._measuring = True
         size = len(self._any_index())
+        for name, (stored, total) in self.on_pipeline(self.embedded_share).result().items():
+            rest = "" if stored == total else ("; the others are embedded when a question needs them (kueri embed "
+                                                "--encoder all embeds them ahead)")
+            log.info("serve: %d of the corpus' %d passages are embedded by %s (%.0f %%)%s", stored, total, name,
+                     100 * stored / max(total, 1), rest)
         if preembed or (preembed is None and size <= PREEMBED_LIMIT):
             threading.Thread(target=self._preembed, name="kueri-preembed", daemon=True).start()
 
@@ -454,33 +459,48 @@ class Engine:
     def _any_index(self) -> Any:
         return next(iter(self._indexes.values()))
 
+    def _encoder_names(self) -> list[str]:
+        """The encoders whose passage embeddings the offered configurations' stages read (a stage without
+        ``embeds``, one not built on :class:`~kueri.stages.StageDefaults`, reads none)."""
+        return list(dict.fromkeys(name for config in self.configs.values() for stage in config.stages()
+                                  for name in getattr(stage, "embeds", tuple)()))
+
+    def _stored_encoders(self) -> dict[str, Any]:
+        """Those encoders as the stages use them (shared, their embeddings in the work folder's stores)."""
+        from kueri.stages import stored_encoder
+
+        context = self._pipeline(Topic(FREE_TOPIC, "", ("", "")))
+        return {name: stored_encoder(context, name) for name in self._encoder_names()}
+
+    def embedded_share(self) -> dict[str, tuple[int, int]]:
+        """Per encoder: how many of the corpus' passages its store holds, and how many there are (on the pipeline
+        thread: it reads every passage's text)."""
+        from kueri.encoders import text_digest
+
+        index = self._any_index()
+        stored = self._stored_encoders()
+        counts = dict.fromkeys(stored, 0)
+        for start in range(0, len(index), 4096):
+            digests = [text_digest(text) for text in index.contents(range(start, min(start + 4096, len(index))))]
+            for name, encoder in stored.items():
+                counts[name] += len(digests) - len(encoder.store.missing(digests))
+        return {name: (count, len(index)) for name, count in counts.items()}
+
     def _preembed(self) -> None:
         """Embed every passage of the corpus with each offered configuration's encoders, a chunk per turn of the
         pipeline thread, so that questions go between chunks and every later question is warm."""
-        from kueri.stages.second_stage import SecondStage
-
         index = self._any_index()
         ids = list(index.ids)
-        for config in self.configs.values():
-            for stage in config.stages():
-                if not isinstance(stage, SecondStage):
-                    continue
-                encoders = self.on_pipeline(lambda s=stage: s.encoders(self._pipeline(Topic(FREE_TOPIC, "", ("", "")))
-                                                                         )).result()
-                for item in dataclasses.fields(encoders):
-                    encoder = getattr(encoders, item.name)
-                    if encoder is None:
-                        continue
-                    for start in range(0, len(ids), PREEMBED_CHUNK):
-                        if self._stopping.is_set():
-                            return
-                        chunk = ids[start:start + PREEMBED_CHUNK]
-                        try:
-                            self._pool.submit(lambda c=chunk, e=encoder: e.passages(index.contents_of(c, "serve"))
-                                              ).result()
-                        except (RuntimeError, CancelledError):  # the pool shut down: the server stops
-                            return
-                        self.preembedded = max(self.preembedded, start + len(chunk))
+        for encoder in self.on_pipeline(self._stored_encoders).result().values():
+            for start in range(0, len(ids), PREEMBED_CHUNK):
+                if self._stopping.is_set():
+                    return
+                chunk = ids[start:start + PREEMBED_CHUNK]
+                try:
+                    self._pool.submit(lambda c=chunk, e=encoder: e.passages(index.contents_of(c, "serve"))).result()
+                except (RuntimeError, CancelledError):  # the pool shut down: the server stops
+                    return
+                self.preembedded = max(self.preembedded, start + len(chunk))
         log.info("serve: every passage of the corpus is embedded; every question is warm now")
 
     def close(self) -> None:

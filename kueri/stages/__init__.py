@@ -19,6 +19,7 @@ from kueri.stages.base import (
     compile_stages,
     options,
     register,
+    stored_encoder,
     unregister,
 )
 
@@ -27,4 +28,4 @@ for _kind in (retrieval.KIND, second_stage.KIND, quality.KIND, stance.KIND):
     register(_kind)
 
 __all__ = ["STAGES", "Context", "Option", "Stage", "StageDefaults", "StageKind", "Texts", "add_flags",
-           "compile_stages", "options", "register", "unregister"]
+           "compile_stages", "options", "register", "stored_encoder", "unregister"]

@@ -31,7 +31,7 @@ class Context(Protocol):
 
     corpus: str | Path
     topics: list[Topic]
-    workdir: Path
+    workdir: Path | None  # None: no work folder (a search of one given index); nothing is cached
     progress: bool
     skip_bad: bool
 
@@ -46,13 +46,17 @@ class Context(Protocol):
 
 class Stage(Protocol):
     """One step of a run: ``name`` (short), ``summary()`` (one line, for ``kueri configs -v`` and logs),
-    ``needs_objects`` (reads the topics' two objects), ``adds`` (result columns it adds, e.g. ``stance``)."""
+    ``needs_objects`` (reads the topics' two objects), ``adds`` (result columns it adds, e.g. ``stance``),
+    ``embeds()`` (the encoders of :mod:`kueri.encoders` whose passage embeddings it reads: a server embeds the
+    corpus ahead with them)."""
 
     name: str
     needs_objects: bool
     adds: tuple[str, ...]
 
     def summary(self) -> str: ...
+
+    def embeds(self) -> tuple[str, ...]: ...
 
     def apply(self, run: Run, context: Context) -> Run: ...
 
@@ -62,6 +66,20 @@ class StageDefaults:
 
     needs_objects: bool = False
     adds: tuple[str, ...] = ()
+
+    def embeds(self) -> tuple[str, ...]:
+        return ()
+
+
+def stored_encoder(context: Context, name: str) -> Any:
+    """The encoder ``name`` of :mod:`kueri.encoders`, loaded once per context: with its passage embeddings in its
+    store in the context's work folder (read from it and added to it), or plain without a work folder."""
+    from kueri.encoders import get
+
+    if context.workdir is None:
+        return context.shared(("encoder", name), lambda: get(name).load())
+    return context.shared(("stored-encoder", name, str(context.workdir)),
+                          lambda: get(name).stored(context.workdir, context.progress))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 from kueri.fusion import ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, FeedbackConfig, LuceneIndex, Searcher, Similarity, feedback_run
 from kueri.records import Run, Topic
-from kueri.stages.base import Context, Option, StageDefaults, StageKind
+from kueri.stages.base import Context, Option, StageDefaults, StageKind, stored_encoder
 
 log = logging.getLogger(__name__)
 
@@ -104,19 +104,21 @@ class Dense(StageDefaults):
         return f"dense {self.encoder} ({how}) over the vectors beside the index of {self.analyzer.summary()}; " \
                f"{self.hits} hits"
 
-    def vectors(self, index: LuceneIndex, context: Context | None, progress: bool) -> Any:
-        """The vector index beside ``index``: embedded first when missing (within a run; the work folder's
-        embeddings cache of the encoder serves the passages it holds), then opened and checked."""
-        from kueri.dense import embed_index, encoder_key, open_vectors
+    def embeds(self) -> tuple[str, ...]:
+        return (self.encoder,)
 
-        key = encoder_key(self.encoder)
-        if context is not None:
+    def vectors(self, index: LuceneIndex, context: Context, progress: bool) -> Any:
+        """The vector index beside ``index``, opened and checked. In a context with a work folder, the passages are
+        embedded into the encoder's store there first when it lacks some, and the vector index written from it when
+        missing; without one (a search of a given index), the vectors must be there (made by ``kueri embed``)."""
+        from kueri.dense import embed_index, open_vectors
+        from kueri.encoders import get
 
-            cache = context.workdir / f"embeddings-{key['cache_name']}.npz"
-            report = embed_index(index, self.encoder, cache_file=cache, progress=progress)
-            if report.embedded or report.cached or report.resumed:
+        if context.workdir is not None:
+            report = embed_index(index, self.encoder, context.workdir, progress=progress)
+            if report.embedded or report.built:
                 log.info("%s", report.summary())
-        return open_vectors(index, self.encoder, key)
+        return open_vectors(index, self.encoder, get(self.encoder).key())
 
     def search(self, index: LuceneIndex, topics: Iterable[Topic], encoder: Any, vectors: Any) -> Run:
         from kueri.dense import dense_run
@@ -124,13 +126,10 @@ class Dense(StageDefaults):
         return dense_run(vectors, encoder, list(topics), self.hits, self.k, self.exact)
 
     def apply(self, run: Run, context: Context) -> Run:
-        from kueri.dense import make_encoder
-
         index = context.index(self.analyzer)
         vectors = context.shared(("vectors", str(index.path), self.encoder),
                                  lambda: self.vectors(index, context, context.progress))
-        encoder = context.shared(("query-encoder", self.encoder), lambda: make_encoder(self.encoder))
-        return self.search(index, context.topics, encoder, vectors)
+        return self.search(index, context.topics, stored_encoder(context, self.encoder), vectors)
 
 
 @dataclass(frozen=True)
@@ -149,6 +148,9 @@ class Hybrid(StageDefaults):
     @property
     def needs_objects(self) -> bool:
         return self.lexical.needs_objects
+
+    def embeds(self) -> tuple[str, ...]:
+        return self.dense.embeds()
 
     def summary(self) -> str:
         how = f"RRF k={self.rrf_k:g}" if self.method == "rrf" else f"linear, dense weight {self.weight:g}"

@@ -1,5 +1,5 @@
 """The learned second stage: reranks the top hits by lexical, quality and neural features
-(:mod:`kueri.second_stage`). Its embeddings are cached in the work folder."""
+(:mod:`kueri.second_stage`). Its passage embeddings are kept in the encoders' stores in the work folder."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from kueri.lucene import AnalyzerConfig
 from kueri.records import Run
-from kueri.stages.base import Context, Option, StageDefaults, StageKind
+from kueri.stages.base import Context, Option, StageDefaults, StageKind, stored_encoder
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,17 @@ class SecondStage(StageDefaults):
         depth = f" of the top {self.depth}" if self.depth else ""
         return f"second stage {self.model}{depth}"
 
-    def encoders(self, context: Context) -> Any:
-        """The model's encoders, loaded once per context, their passage embeddings cached in the work folder
-        (:class:`~kueri.second_stage.candidates.Encoders`; a server also embeds passages ahead with them)."""
-        from kueri.second_stage import SecondStageModel, load_encoders
+    def embeds(self) -> tuple[str, ...]:
+        from kueri.second_stage import SecondStageModel
 
-        needed = tuple(sorted(SecondStageModel.load(self.model).encoders))
-        return context.shared(("encoders", needed), lambda: load_encoders(needed, cache_dir=context.workdir,
-                                                                          progress=context.progress))
+        return tuple(sorted(SecondStageModel.load(self.model).encoders))
+
+    def encoders(self, context: Context) -> Any:
+        """The model's encoders, loaded once per context, their passage embeddings in their stores in the work
+        folder (:class:`~kueri.second_stage.candidates.Encoders`)."""
+        from kueri.second_stage.candidates import Encoders
+
+        return Encoders(**{name: stored_encoder(context, name) for name in self.embeds()})
 
     def apply(self, run: Run, context: Context) -> Run:
         from kueri.second_stage import SecondStageModel, second_stage

