@@ -38,6 +38,9 @@ T = TypeVar("T")
 MAX_QUESTION = 500  # characters
 MAX_OBJECT = 100  # characters per object
 MAX_K = 1000  # a run keeps at most 1000 hits a topic
+#: How many top passages get the sentence that decided their stance: explaining one costs an analysis per sentence
+#: (about 30 ms), so the API's deeper passages carry none.
+EXPLAINED = 100
 #: Seconds a question may wait for its answer: a new question that the queue would keep longer is refused at once
 #: (503 with Retry-After), and one still waiting after this long gets a 503 too (``kueri serve --max-wait``).
 MAX_WAIT = 60.0
@@ -588,8 +591,8 @@ class Engine:
                 note = ("no two objects were found in the question: the passages are ranked by the search alone, "
                         "without stances; name the two objects to compare them")
             pipeline = self._pipeline(topic)
-            try:
-                hits = pipeline.run(config).get(topic.number, [])
+            try:  # stance labels come in _fill, for the passages shown only: the same labels, a tenth of the work
+                hits = pipeline.run(config.with_changes(stance_depth=None)).get(topic.number, [])
             except EmptyRun:
                 hits = []
                 note = "no passage matches the question's words (the stoplist drops the most common ones)"
@@ -607,7 +610,10 @@ class Engine:
         return ranking
 
     def _fill(self, ranking: _Ranking, k: int) -> None:
-        """The texts and quality scores of the top ``k`` passages (computed once per passage and ranking)."""
+        """The texts, quality scores and stance labels of the top ``k`` passages (computed once per passage and
+        ranking). A label is the configuration's stance stage's for that hit: :func:`kueri.stance.label_run` of the
+        shown hits with the pipeline's model, as ``kueri run`` labels every hit (a label depends on its passage
+        alone)."""
         missing = [hit.doc for hit in ranking.hits[:k] if hit.doc not in ranking.quality]
         if not missing:
             return
@@ -620,12 +626,20 @@ class Engine:
         for pid, text in zip(missing, texts, strict=True):
             ranking.texts[pid] = text
             ranking.quality[pid] = quality.score(text)
-        labelled = {hit.doc for hit in ranking.hits[:k] if hit.stance in SIDES}
-        if labelled and all(ranking.topic.objects):
-            from kueri.stance import StanceModel
+        depth = min(k, ranking.config.stance_depth or 0)
+        if not depth or not all(ranking.topic.objects):
+            return
+        from kueri.stance import StanceModel, label_run
 
-            model = self._shared.get("stance-model") or StanceModel.load()  # the pipeline's, when it labelled
-            matcher = ObjectMatcher(*ranking.topic.objects)
+        model = self._shared.get("stance-model")
+        if model is None:
+            model = self._shared["stance-model"] = StanceModel.load()  # what the stance stage would load
+        topic = ranking.topic
+        labelled_run = label_run({topic.number: ranking.hits[:depth]}, [topic], ranking.texts, depth=None, model=model)
+        ranking.hits[:depth] = labelled_run[topic.number]
+        labelled = {hit.doc for hit in ranking.hits[:min(depth, EXPLAINED)] if hit.stance in SIDES}
+        if labelled:
+            matcher = ObjectMatcher(*topic.objects)
             for pid, text in zip(missing, texts, strict=True):
                 if pid in labelled:
                     ranking.deciding_sentences[pid] = model.explain(text, matcher).sentence

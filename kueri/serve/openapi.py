@@ -147,7 +147,8 @@ SCHEMAS: dict[str, Any] = {
         "relevance": {"type": "number"}, "quality": {"type": "number"}, "url": _nullable_string, "text": _string,
         "about_aspect": {"type": "boolean"},
         "deciding_sentence": {"type": "string", "nullable": True,
-                              "description": "the sentence that decided the stance (none: no object named)"}}},
+                              "description": "the sentence that decided the stance (none: no object named, "
+                                             "or ranked below 100)"}}},
     "SummarySentence": {"type": "object", "properties": {"text": _string, "rank": {"type": "integer"}, "id": _string}},
     "Answer": {"type": "object", "properties": {
         "question": _string, "comparative": {"type": "boolean", "description": "whether the question asks for a "
