@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     asked = [q for q in questions(args.questions + 1) if q != WARM_UP][: args.questions]
     paths = [f"/api/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in asked]
     command = [sys.executable, "-m", "kueri", "serve", "--corpus", str(corpus), "--port", "0", "--workdir", str(work),
-               "--no-preembed"]
+               "--no-preembed", "--max-wait", "600"]  # latency, not the queue's refusals (bench_serve.py --burst)
     rows = []
     for clients in args.clients:
         with Server(command) as server:  # a fresh server: no answer cached, every question new to it
