@@ -158,15 +158,20 @@ class _Worker:
         message = self._results.get()
         if message is _ENDED:
             raise KueriError(self._ended())
-        status, answered, value, *details = message
+        status, answered, value, *_ = message
         if status == "failed":
-            if details and details[0]:
-                log.debug("worker process %d failed:\n%s", self.process.pid, details[0])
-            where = "while starting" if answered is None else "on a task"
-            raise KueriError(f"a worker process (pid {self.process.pid}) failed {where}: {value}")
+            raise KueriError(self._failure(message))
         assert answered == number, (answered, number)  # one worker answers in the order it was sent work
         self.collected += 1
         return value
+
+    def _failure(self, message: tuple[Any, ...]) -> str:
+        """A worker's failure message as one line (its traceback to the debug log)."""
+        _, answered, value, *details = message
+        if details and details[0]:
+            log.debug("worker process %d failed:\n%s", self.process.pid, details[0])
+        where = "while starting" if answered is None else "on a task"
+        return f"a worker process (pid {self.process.pid}) failed {where}: {value}"
 
     def _ended(self) -> str:
         """Why this worker's pipe closed, as one line (its failure message if it sent one first)."""
@@ -174,10 +179,11 @@ class _Worker:
             code = self.process.wait(timeout=_STOP_SECONDS)
         except subprocess.TimeoutExpired:
             code = None
+        self._reader.join(timeout=_STOP_SECONDS)  # everything it sent before it ended is queued
         while not self._results.empty():
             message = self._results.get()
-            if message is not _ENDED and message[0] == "failed":
-                return f"a worker process (pid {self.process.pid}) failed: {message[2]}"
+            if message is not _ENDED and message[0] == "failed":  # it failed, then the caller sent more work
+                return self._failure(message)
         if code is None:
             how = "its pipe closed"
         elif code < 0:
