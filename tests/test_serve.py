@@ -509,6 +509,8 @@ def ask_in_the_form(browser, served: Served, question: str) -> None:
 
 def test_in_chromium_an_aspect_question_shows_objects_aspect_summaries_and_verdict(served, browser):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
 
     browser.get_log("browser")  # start from a clean log
     ask_in_the_form(browser, served, "Which is cheaper, a laptop or a desktop?")
@@ -527,9 +529,12 @@ def test_in_chromium_an_aspect_question_shows_objects_aspect_summaries_and_verdi
     verdict = browser.find_element(By.ID, "verdict")
     assert verdict.is_displayed() and "Verdict of the top 10" in verdict.text
     assert browser.find_element(By.CSS_SELECTOR, "#verdict svg.bar").size["width"] > 100  # the bar, drawn
-    # narrowing to the aspect: only marked passages remain
+    # narrowing to the aspect: only marked passages remain (read once the narrowed page has replaced this one)
     browser.find_element(By.ID, "narrow").click()
+    before = browser.find_element(By.ID, "answer")
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 300).until(expected_conditions.staleness_of(before))
+    WebDriverWait(browser, 300).until(expected_conditions.presence_of_element_located((By.ID, "answer")))
     shown = browser.find_elements(By.CSS_SELECTOR, "article.passage")
     assert len(shown) == len(browser.find_elements(By.CSS_SELECTOR, "article.passage .about-aspect"))
     assert csp_refusals(browser) == []  # the page needs nothing its own policy forbids
