@@ -8,7 +8,7 @@ its cost grows with the number of candidates (topics x depth), not with the corp
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -157,6 +157,41 @@ def collect(
     times.passages += len(pids)
     times.pairs += sum(len(h) for h in heads.values())
     return candidates
+
+
+def add_neural(
+    candidates: Mapping[str, Candidates],
+    rows: Mapping[str, Sequence[int]],
+    run: Run,
+    topics: Iterable[Topic],
+    index: LuceneIndex,
+    encoders: Encoders,
+    times: CandidateTimes | None = None,
+    wanted: Collection[str] | None = None,
+) -> None:
+    """Fills in, in place, the neural columns of ``encoders`` for some of the candidates: ``rows[topic]``, positions
+    in that topic's :attr:`Candidates.hits` (a cascade embeds only what a cheaper model ranks on top).
+
+    The values are those :func:`collect` computes with the same encoders: a passage's cosine does not depend on the
+    others, and the feedback passages are the top of ``run``, the lexical run, as there.
+    """
+    times = times if times is not None else CandidateTimes()
+    by_number = {t.number: t for t in topics}
+    numbers = sorted(rows, key=topic_key)
+    heads = {qid: [candidates[qid].hits[i] for i in rows[qid]] for qid in numbers}
+    pids = sorted({hit.doc for hits in heads.values() for hit in hits})
+    feedback = {qid: [hit.doc for hit in run[qid][:PRF_DEPTH]] for qid in numbers}
+    embedded = sorted(set(pids).union(*feedback.values())) if encoders.minilm is not None else pids
+    with times.timing("texts"):
+        text_of = dict(zip(embedded, (t or "" for t in index.contents_of(embedded, "second stage")), strict=True))
+    with times.timing("neural"):
+        whole_topic = {f for f in (wanted if wanted is not None else FEATURES) if f not in TITLE_FEATURES}
+        neural = _neural_columns(encoders, heads, pids, feedback, [by_number[q] for q in numbers], text_of, times,
+                                 whole_topic)
+    for qid in numbers:
+        positions = list(rows[qid])
+        for name, column in neural[qid].items():
+            candidates[qid].features[positions, FEATURES.index(name)] = column
 
 
 def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[str], feedback: dict[str, list[str]],

@@ -14,22 +14,27 @@ from kueri.stages.base import Context, Option, StageDefaults, StageKind, stored_
 @dataclass(frozen=True)
 class SecondStage(StageDefaults):
     """``model`` (a shipped name or a file) over the top ``depth`` hits (None: the depth it was trained at);
-    texts and extra queries come from the index of ``analyzer`` (the one the run was searched on)."""
+    texts and extra queries come from the index of ``analyzer`` (the one the run was searched on). ``cascade``:
+    cheaper models that rank first, each with how many of its top hits per topic the next one reorders
+    (:func:`kueri.second_stage.second_stage`)."""
 
     model: str
     depth: int | None
     analyzer: AnalyzerConfig
+    cascade: tuple[tuple[str, int], ...] = ()
     name = "second-stage"
     needs_objects = True
 
     def summary(self) -> str:
         depth = f" of the top {self.depth}" if self.depth else ""
-        return f"second stage {self.model}{depth}"
+        steps = "".join(f"{model} keeping {keep}, then " for model, keep in self.cascade)
+        return f"second stage {steps}{self.model}{depth}"
 
     def embeds(self) -> tuple[str, ...]:
         from kueri.second_stage import SecondStageModel
 
-        return tuple(sorted(SecondStageModel.load(self.model).encoders))
+        models = [SecondStageModel.load(name) for name in (*(model for model, _ in self.cascade), self.model)]
+        return tuple(sorted(frozenset().union(*(model.encoders for model in models))))
 
     def encoders(self, context: Context) -> Any:
         """The model's encoders, loaded once per context, their passage embeddings in their stores in the work
@@ -43,11 +48,31 @@ class SecondStage(StageDefaults):
 
         model = SecondStageModel.load(self.model)
         return second_stage(run, context.topics, context.index(self.analyzer), depth=self.depth, model=model,
-                            progress=context.progress, encoders=self.encoders(context))
+                            progress=context.progress, encoders=self.encoders(context), cascade=self.cascade)
 
 
 def build(config: Any) -> SecondStage | None:
-    return SecondStage(config.second_stage, config.second_stage_depth, config.analyzer) if config.second_stage else None
+    if not config.second_stage:
+        return None
+    return SecondStage(config.second_stage, config.second_stage_depth, config.analyzer,
+                       config.second_stage_cascade or ())
+
+
+def parse_cascade(text: str) -> tuple[tuple[str, int], ...]:
+    """``MODEL:N[,MODEL:N...]`` (a flag's value) as the cascade's (model, candidates kept) pairs; ``none``: no
+    cascade."""
+    from argparse import ArgumentTypeError
+
+    if text.strip() == "none":
+        return ()
+    steps = []
+    for part in text.split(","):
+        model, _, keep = part.strip().rpartition(":")
+        if not model or not keep.isdigit() or int(keep) < 1:
+            raise ArgumentTypeError(f"second-stage cascade {text!r}: give MODEL:N[,MODEL:N...] (N at least 1), e.g. "
+                             "second-stage-lexical-v1:40,second-stage-v1:15")
+        steps.append((model, int(keep)))
+    return tuple(steps)
 
 
 KIND = StageKind("second-stage", build, options=(
@@ -55,4 +80,7 @@ KIND = StageKind("second-stage", build, options=(
            "second-stage-lexical-v1, a model file, or none", metavar="MODEL", off="none"),
     Option("second_stage_depth", "--second-stage-depth", "hits per topic the second stage reranks", type=int,
            metavar="N"),
+    Option("second_stage_cascade", "--second-stage-cascade", "cheaper models that rank first, each with how many of "
+           "its top hits per topic the next reorders (the default's: second-stage-lexical-v1:40,second-stage-v1:15), "
+           "or none", type=parse_cascade, metavar="MODEL:N,..."),
 ), summary="the learned reranker of the top hits")
