@@ -67,6 +67,7 @@ def timed_run(checkout: Path, inputs: Path, work: Path, env: dict[str, str]) -> 
     """One run of ``checkout``'s my-software.sh with nothing cached: (wall seconds, second-stage figures)."""
     fresh = work / "work"
     shutil.rmtree(fresh, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
     log = work / "run.log"
     started = time.perf_counter()
     with open(log, "w", encoding="utf-8") as out:

@@ -606,3 +606,96 @@ def test_a_bert_encoder_of_the_wrong_shape_is_refused():
         BertEncoder("tiny", 8, 2, 1e-12, norm, [BertLayer(good | {"fo": linear(8, 8)}, norm, norm)]).check()
     with pytest.raises(SetupError, match="layer 0 output layer norm"):
         BertEncoder("tiny", 8, 2, 1e-12, norm, [BertLayer(good, norm, (np.ones(4), np.zeros(4)))]).check()
+
+
+# -- the cascade ---------------------------------------------------------------------------------
+
+
+def test_cascade_head_puts_deeper_models_first_with_decreasing_scores():
+    from kueri.second_stage.rerank import cascade_head
+
+    hits = [Hit(f"d{i}", 10.0 - i) for i in range(6)]
+    # d2 and d0 reached the last model (level 2), d4 and d1 the one before, d3 only the first; d5 is below the depth.
+    order, scores, levels = [2, 0, 4, 1, 3], [0.5, -0.25, 7.0, 6.5, 3.0], [2, 2, 1, 1, 0]
+    reranked = cascade_head(hits, order, scores, levels)
+    assert [h.doc for h in reranked] == ["d2", "d0", "d4", "d1", "d3", "d5"]
+    assert [h.score for h in reranked[:2]] == [0.5, -0.25]  # the last model's own scores
+    # the blocks below keep their differences, moved under the block above
+    assert reranked[2].score == pytest.approx(-0.250001) and reranked[3].score == pytest.approx(-0.750001)
+    assert all(a.score > b.score for a, b in zip(reranked, reranked[1:], strict=False))
+    # a block already below the one above is not moved
+    low = cascade_head(hits, [0, 1], [5.0, 1.0], [1, 0])
+    assert [h.score for h in low[:2]] == [5.0, 1.0]
+
+
+def test_the_cascade_flag_is_parsed_and_checked():
+    from argparse import ArgumentTypeError
+
+    from kueri.config import get_config
+    from kueri.stages.second_stage import parse_cascade
+
+    assert parse_cascade("second-stage-lexical-v1:40,second-stage-v1:15") == (
+        ("second-stage-lexical-v1", 40), ("second-stage-v1", 15))
+    assert parse_cascade("/models/a:b.json:7") == (("/models/a:b.json", 7),)  # the last colon splits
+    assert parse_cascade("none") == ()
+    for bad in ("second-stage-v1", "second-stage-v1:0", "second-stage-v1:x", ":4"):
+        with pytest.raises(ArgumentTypeError, match="MODEL:N"):
+            parse_cascade(bad)
+    default = get_config("default")
+    assert default.second_stage_cascade == (("second-stage-lexical-v1", 40), ("second-stage-v1", 15))
+    assert "second-stage-lexical-v1 keeping 40, then second-stage-v1 keeping 15, then second-stage-v2" \
+        in default.summary()
+    assert get_config("auto-minilm-e5").second_stage_cascade == ()  # the whole model on every candidate
+    [stage] = [s for s in default.stages() if s.name == "second-stage"]
+    assert stage.embeds() == ("e5", "minilm")
+
+
+#: Candidates per topic in the cascade's tests (the second stage's depth there): few, so few are embedded.
+CASCADE_DEPTH = 30
+
+
+@pytest.fixture(scope="module")
+def three_topics(row15, tmp_path_factory):
+    """Row 15's run of three topics, and encoders whose embeddings are stored in a work folder of their own."""
+    from kueri.second_stage.rerank import load_encoders
+
+    index, run = row15
+    some = {qid: run[qid] for qid in list(run)[:3]}
+    return index, some, load_encoders({"minilm", "e5"}, cache_dir=tmp_path_factory.mktemp("cascade"))
+
+
+@needs_neural
+def test_a_cascade_that_keeps_every_candidate_is_the_whole_model(three_topics, topics):
+    """Byte for byte: the neural features a cascade adds later are those the whole model computes at once."""
+    index, some, encoders = three_topics
+    whole = second_stage(some, topics, index, depth=CASCADE_DEPTH, model="second-stage-v2", encoders=encoders)
+    cascade = [("second-stage-lexical-v1", CASCADE_DEPTH), ("second-stage-v1", CASCADE_DEPTH)]
+    assert second_stage(some, topics, index, depth=CASCADE_DEPTH, model="second-stage-v2", encoders=encoders,
+                        cascade=cascade) == whole
+
+
+@needs_neural
+def test_each_model_of_the_cascade_reorders_the_top_of_the_one_before(three_topics, topics):
+    from kueri.quality.offline import OfflineQualityModel
+    from kueri.second_stage.candidates import CandidateTimes, collect
+
+    index, some, encoders = three_topics
+    times = CandidateTimes()
+    reranked = second_stage(some, topics, index, depth=CASCADE_DEPTH, model="second-stage-v2", encoders=encoders,
+                            times=times, cascade=[("second-stage-lexical-v1", 10), ("second-stage-v1", 3)])
+    # Every feature of every candidate (from the stores the test before filled), and each model's scores.
+    candidates = collect(some, topics, index, CASCADE_DEPTH, OfflineQualityModel.load().score, encoders=encoders)
+    models = [SecondStageModel.load(n) for n in ("second-stage-lexical-v1", "second-stage-v1", "second-stage-v2")]
+    minilm, e5 = set(), set()
+    for qid, hits in reranked.items():
+        docs = [h.doc for h in candidates[qid].hits]
+        score = [dict(zip(docs, model.score(candidates[qid].features), strict=True)) for model in models]
+        first = sorted(docs, key=lambda d: -score[0][d])
+        second = sorted(first[:10], key=lambda d: -score[1][d])
+        third = sorted(second[:3], key=lambda d: -score[2][d])
+        assert [h.doc for h in hits[:CASCADE_DEPTH]] == third + second[3:] + first[10:]
+        assert [h.doc for h in hits[CASCADE_DEPTH:]] == [h.doc for h in some[qid][CASCADE_DEPTH:]]
+        assert all(a.score > b.score for a, b in zip(hits, hits[1:], strict=False))
+        minilm.update(first[:10], (h.doc for h in some[qid][:PRF_DEPTH]))
+        e5.update(second[:3])
+    assert times.embedded == {"minilm": len(minilm), "e5": len(e5)}  # nothing more was embedded

@@ -60,6 +60,7 @@ class CandidateTimes:
 
     seconds: dict[str, float] = field(default_factory=dict)  # part or encoder name -> seconds
     passages: int = 0  # distinct passages whose text and quality were computed
+    embedded: dict[str, int] = field(default_factory=dict)  # encoder name -> distinct passages it was given
     pairs: int = 0  # (topic, passage) feature rows
 
     @contextmanager
@@ -77,7 +78,8 @@ class CandidateTimes:
     def summary(self) -> str:
         from kueri.encoders import names
 
-        encoders = ", ".join(f"{name} {self.of(name):.1f} s" for name in names() if name in self.seconds)
+        encoders = ", ".join(f"{name} {self.of(name):.1f} s for {self.embedded.get(name, 0)} passages"
+                             for name in names() if name in self.seconds)
         return (f"{self.pairs} candidates ({self.passages} passages): texts {self.of('texts'):.1f} s, quality "
                 f"{self.of('quality'):.1f} s, neural {self.of('neural'):.1f} s{f' ({encoders})' if encoders else ''}, "
                 f"queries {self.of('queries'):.1f} s, features {self.of('features'):.1f} s")
@@ -205,7 +207,8 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
     columns: dict[str, dict[str, list[float]]] = {t.number: {} for t in topics}
     times = times if times is not None else CandidateTimes()
 
-    def embed(encoder: TextEncoder, pids: list[str]) -> dict[str, np.ndarray]:
+    def embed(encoder: TextEncoder, name: str, pids: list[str]) -> dict[str, np.ndarray]:
+        times.embedded[name] = times.embedded.get(name, 0) + len(pids)
         return dict(zip(pids, encoder.passages([text_of[pid] for pid in pids]), strict=True))
 
     def head(embedding_of: dict[str, np.ndarray], qid: str, dimension: int) -> np.ndarray:
@@ -215,7 +218,7 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
     if encoders.minilm is not None:
         minilm = encoders.minilm
         with times.timing(MINILM.name):
-            embedding_of = embed(minilm, sorted(set(pids).union(*feedback.values())))
+            embedding_of = embed(minilm, MINILM.name, sorted(set(pids).union(*feedback.values())))
             for topic, title in zip(topics, minilm.queries([t.title for t in topics]), strict=True):
                 passages = head(embedding_of, topic.number, minilm.dimension)
                 top = np.stack([embedding_of[pid] for pid in feedback[topic.number]])
@@ -226,7 +229,7 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
     if encoders.e5 is not None:
         e5 = encoders.e5
         with times.timing(E5.name):
-            e5_of = embed(e5, pids)
+            e5_of = embed(e5, E5.name, pids)
             for topic, title in zip(topics, e5.queries([t.title for t in topics]), strict=True):
                 columns[topic.number]["e5_title"] = row_dots(head(e5_of, topic.number, e5.dimension), title).tolist()
             _field_columns(e5, "e5", topics, whole_topic, columns, lambda qid: head(e5_of, qid, e5.dimension))
