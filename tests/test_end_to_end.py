@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import re
 import shutil
 import sys
 
@@ -187,3 +188,20 @@ def test_evaluate_restricted_to_the_corpus_gives_the_subset_reference_values():
 def test_default_run_carries_real_stance_labels(default_tira_run):
     stances = [line.split(" ")[1] for line in (default_tira_run.out / "run.txt").read_text().splitlines()]
     assert "Q0" not in stances and {"FIRST", "SECOND", "NO"} <= set(stances)
+
+
+@pytest.mark.slow
+def test_the_default_embeds_only_what_its_cascade_reorders(default_tira_run):
+    """MiniLM embeds the lexical model's top 40 of each topic (and row 15's top 5, its feedback), e5 MiniLM's top 15:
+    the run's top 40 and top 15, as the deeper models rank above."""
+    counts = {name: int(count) for name, count in
+              re.findall(r"(minilm|e5) [0-9.]+ s for ([0-9]+) passages", default_tira_run.stderr)}
+    heads: dict[int, set[str]] = {15: set(), 40: set()}
+    for line in (default_tira_run.out / "run.txt").read_text().splitlines():
+        _, _, doc, rank, _, _ = line.split(" ")
+        for depth, docs in heads.items():
+            if int(rank) <= depth:
+                docs.add(doc)
+    assert counts["e5"] == len(heads[15])
+    assert len(heads[40]) <= counts["minilm"] <= len(heads[40]) + 5 * 50
+    assert counts["minilm"] < 2000  # of the 2,600 passages the whole model embeds with each encoder
