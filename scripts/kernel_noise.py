@@ -64,9 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     config = get_config("row-15")
     index = cached_index(SAMPLE / "passages.jsonl.gz", config.analyzer, args.workdir, progress=False)
     lexical = search_run(index, config, topics)
+    default = get_config("default")
+    stage = {"model": default.second_stage, "cascade": default.second_stage_cascade}  # its cascade, as it runs
     encoders = load_encoders({"minilm", "e5"}, cache_dir=args.workdir)
     qrels = read_qrels(QRELS)
-    reference = second_stage(lexical, topics, index, encoders=encoders)
+    reference = second_stage(lexical, topics, index, encoders=encoders, **stage)
     base = evaluate_run(reference, qrels)["nDCG@5"]
     print(f"no noise: nDCG@5 {base:.4f}")
     print("| sigma | trials | nDCG@5 min / median / max | largest change | topics whose top 5 changed (mean) "
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         figures, changed, kept = [], [], []
         for _ in range(args.trials):
             noisy = Encoders(minilm=Noisy(encoders.minilm, sigma, rng), e5=Noisy(encoders.e5, sigma, rng))
-            run = second_stage(lexical, topics, index, encoders=noisy)
+            run = second_stage(lexical, topics, index, encoders=noisy, **stage)
             figures.append(evaluate_run(run, qrels)["nDCG@5"])
             changed.append(sum(top(run, qid) != top(reference, qid) for qid in reference))
             kept.append(sum(len(set(top(run, q)) & set(top(reference, q))) for q in reference)
