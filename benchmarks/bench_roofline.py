@@ -6,10 +6,10 @@
 
 Per encoder: the passages embedded, their mean word pieces (after the encoder's cut), the work per
 passage in GFLOP and what padding adds for the batches as they are run, then passages/s, the GFLOP/s
-achieved and their ratio to the limit measured in the same run: onnxruntime's float32 ``MatMul`` of the
+achieved and their ratio to the limit measured beside each repetition: onnxruntime's float32 ``MatMul`` of the
 encoders' own shapes ([B, n, 384] x [384, 384], [B, n, 384] x [384, 1536], [B, n, 1536] x [1536, 384],
-a constant right side as in the encoders, the same threads), weighted as a BERT layer mixes them
-(four 384 x 384 products, one of each other).
+a constant right side as in the encoders, run as they run: a call per core at once, one thread each),
+weighted as a BERT layer mixes them (four 384 x 384 products, one of each other).
 
 The work of a passage of n pieces, per layer and per piece: 2 (4 h^2 + 2 h i) for the linear layers
 (q, k, v, attention output; intermediate and output) and 2 * 2 n h for the attention (Q K^T and the
@@ -19,8 +19,8 @@ batches as run, every passage at its batch's longest.
 
 ``--variant`` compares settings, A/B alternating (each repetition runs every variant once, in turn),
 and says whether each one's embeddings have the same float32 bits as the first variant's. A variant is
-comma-separated ``key=value``: ``batch`` (texts per call), ``threads`` (intra-op), ``spin`` (0/1:
-``session.intra_op.allow_spinning``), ``opt`` (disable/basic/extended/all: the graph optimisation
+comma-separated ``key=value``: ``batch`` (texts per call), ``threads`` (intra-op threads per call),
+``spin`` (0/1: ``session.intra_op.allow_spinning``), ``opt`` (disable/basic/extended/all: the graph optimisation
 level), ``workers`` (calls of the session run at once from that many Python threads), ``arena`` (0/1:
 the CPU memory arena); ``default`` is the encoders' own settings. Example::
 
@@ -29,7 +29,6 @@ the CPU memory arena); ``default`` is the encoders' own settings. Example::
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -41,7 +40,7 @@ import numpy as np
 
 from kueri import resources
 from kueri.cli.script import run_script, script_parser
-from kueri.encoders.bert_graph import build_graph, embed_in_batches, open_session
+from kueri.encoders.bert_graph import build_graph, cores, embed_in_batches, open_session
 from kueri.parse import PassageReader
 
 SAMPLE = resources.sample() / "passages.jsonl.gz"
@@ -75,6 +74,7 @@ class Subject:
     embed: Callable[[np.ndarray], np.ndarray]
     graph: Callable[[], bytes]
     session: Any
+    workers: int
 
     @property
     def order(self) -> list[int]:
@@ -96,13 +96,14 @@ def subject(name: str, texts: list[str], threads: int | None) -> Subject:
         encoder = minilm.MiniLMEncoder(threads=threads)
         return Subject("minilm", minilm.LAYERS, minilm.MAX_TOKENS, minilm.BATCH,
                        [encoder.tokenizer.encode(t) for t in texts], 0, encoder.weights.embeddings,
-                       lambda: build_graph(encoder.weights.encoder), encoder.session)
+                       lambda: build_graph(encoder.weights.encoder), encoder.session, encoder.workers)
     from kueri.encoders import e5
 
     encoder = e5.E5Encoder(threads=threads)
     return Subject("e5", encoder.weights.layers, e5.MAX_TOKENS, e5.BATCH,
                    [encoder.tokens(e5.PASSAGE_PREFIX + t) for t in texts], encoder.weights.pad,
-                   encoder._input_embeddings, lambda: build_graph(encoder.weights.encoder()), encoder.session)
+                   encoder._input_embeddings, lambda: build_graph(encoder.weights.encoder()), encoder.session,
+                   encoder.workers)
 
 
 def parse_variant(text: str) -> dict[str, str]:
@@ -115,12 +116,12 @@ def parse_variant(text: str) -> dict[str, str]:
     return settings
 
 
-def session_of(model: bytes, settings: dict[str, str], threads: int | None) -> Any:
-    """A CPU session of ``model`` as :func:`open_session` opens it, with the variant's session settings."""
+def session_of(model: bytes, settings: dict[str, str]) -> Any:
+    """A CPU session of ``model`` as the encoders open it (one intra-op thread), with the variant's settings."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = int(settings.get("threads", 0)) or threads or min(os.cpu_count() or 1, 4)
+    options.intra_op_num_threads = int(settings.get("threads", 1))
     options.inter_op_num_threads = 1
     if "spin" in settings:
         options.add_session_config_entry("session.intra_op.allow_spinning", settings["spin"])
@@ -133,23 +134,13 @@ def session_of(model: bytes, settings: dict[str, str], threads: int | None) -> A
 
 
 def embed_all(subject: Subject, session: Any, batch: int, workers: int) -> np.ndarray:
-    """Every passage's embedding, ``batch`` texts per call; ``workers`` > 1: the batches dealt round-robin to
-    that many threads, each running the one session (the same batches as one worker runs)."""
-    order = subject.order
-    batches = [order[s : s + batch] for s in range(0, len(order), batch)]
-    if workers <= 1:
-        return embed_in_batches(session, subject.encoded, order, batch, subject.pad, subject.embed, HIDDEN, "", False)
-
-    def share(worker: int) -> np.ndarray:
-        mine = [i for b in batches[worker::workers] for i in b]
-        return embed_in_batches(session, subject.encoded, mine, batch, subject.pad, subject.embed, HIDDEN, "", False)
-
-    with ThreadPoolExecutor(workers) as pool:
-        return np.sum(list(pool.map(share, range(workers))), axis=0)
+    return embed_in_batches(session, subject.encoded, subject.order, batch, subject.pad, subject.embed, HIDDEN, "",
+                            False, workers)
 
 
-def matmul_limit(threads: int | None, batch: int, repeat: int) -> dict[tuple[int, int, int], float]:
-    """GFLOP/s of onnxruntime's float32 MatMul, [batch, n, K] x a constant [K, N], per (n, K, N)."""
+def matmul_limit(workers: int, batch: int, repeat: int) -> dict[tuple[int, int, int], float]:
+    """GFLOP/s of onnxruntime's float32 MatMul, [batch, n, K] x a constant [K, N], per (n, K, N), run as the
+    encoders run: ``workers`` calls at once, one intra-op thread each."""
     from onnx import TensorProto, helper, numpy_helper
 
     from kueri.encoders.bert_graph import serialised
@@ -161,23 +152,24 @@ def matmul_limit(threads: int | None, batch: int, repeat: int) -> dict[tuple[int
         graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "limit",
                                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "t", k])],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "t", n])], [weight])
-        session = open_session(serialised(graph), threads)
+        session = open_session(serialised(graph), 1)
         for width in LIMIT_WIDTHS:
             x = rng.standard_normal((batch, width, k)).astype(np.float32)
-            rates[(width, k, n)] = _gflops(session, x, 2.0 * batch * width * k * n, repeat)
+            rates[(width, k, n)] = _gflops(session, x, 2.0 * batch * width * k * n, workers, repeat)
     return rates
 
 
-def _gflops(session: Any, x: np.ndarray, flop: float, repeat: int) -> float:
-    """Median GFLOP/s of ``repeat`` timings of about 0.2 s of calls of ``session`` on ``x``."""
+def _gflops(session: Any, x: np.ndarray, flop: float, workers: int, repeat: int) -> float:
+    """Median GFLOP/s of ``repeat`` timings of about 0.3 s of calls of ``session`` on ``x``, ``workers`` at once."""
 
     def seconds(calls: int) -> float:
         started = time.perf_counter()
-        for _ in range(calls):
-            session.run(None, {"x": x})
+        with ThreadPoolExecutor(workers) as pool:
+            for _ in pool.map(lambda _: session.run(None, {"x": x}), range(calls)):
+                pass
         return time.perf_counter() - started
 
-    calls = max(1, int(0.2 / max(seconds(1), 1e-6)))
+    calls = workers * max(1, int(0.3 / max(seconds(workers), 1e-6)))
     return statistics.median(calls * flop / seconds(calls) / 1e9 for _ in range(repeat))
 
 
@@ -192,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = script_parser(__doc__, whole_doc=True, quiet=False)
     parser.add_argument("--passages", type=int, default=200, help="sample passages embedded per repetition (200)")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="onnxruntime threads (default: the encoders')")
+    parser.add_argument("--threads", type=int, default=None, help="cores used (default: the encoders')")
     parser.add_argument("--encoders", nargs="+", default=["minilm", "e5"], choices=["minilm", "e5"])
     parser.add_argument("--variant", nargs="+", default=["default"],
                         help="settings to compare, A/B alternating (default: the encoders' own)")
@@ -200,15 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = [(text, parse_variant(text)) for text in args.variant]
     texts = [p.contents for _, p in zip(range(args.passages), PassageReader(SAMPLE), strict=False)]
 
-    rates = matmul_limit(args.threads, 8, args.repeat)
-    print(f"{len(texts)} passages of {SAMPLE.name}, {args.repeat} repetitions; onnxruntime float32 MatMul, "
-          "[8, n, K] x [K, N], this CPU, the same threads:")
-    print("| n | K x N | GFLOP/s |\n|---|---|---|")
-    for (width, k, n), rate in rates.items():
-        print(f"| {width} | {k} x {n} | {rate:.1f} |")
-    for width in LIMIT_WIDTHS:
-        print(f"| {width} | a layer's mix (4 x 384x384, 384x1536, 1536x384) | {mixed_limit(rates, width):.1f} |")
-    print()
+    print(f"{len(texts)} passages of {SAMPLE.name}, {args.repeat} repetitions")
+    limits: list[dict[tuple[int, int, int], float]] = []
     print("| encoder | variant | passages | mean pieces | GFLOP/passage | padding adds | passages/s median (min-max) "
           "| passages per CPU s | GFLOP/s | limit GFLOP/s | achieved/limit | bits as the first variant |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -217,20 +202,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         sessions = []
         for _text, settings in variants:
             session_settings = {k: v for k, v in settings.items() if k not in ("batch", "workers")}
-            sessions.append(session_of(encoder.graph(), session_settings, args.threads) if session_settings
+            sessions.append(session_of(encoder.graph(), session_settings) if session_settings
                             else encoder.session)
         seconds: list[list[float]] = [[] for _ in variants]
         cpu: list[list[float]] = [[] for _ in variants]
         results: list[np.ndarray] = [np.empty(0)] * len(variants)
+        first = len(limits)
         for _ in range(args.repeat):
+            limits.append(matmul_limit(cores(args.threads), 8, 1))  # at each repetition's load
             for index, (_text, settings) in enumerate(variants):
-                batch, workers = int(settings.get("batch", encoder.default_batch)), int(settings.get("workers", 1))
+                batch = int(settings.get("batch", encoder.default_batch))
+                workers = int(settings.get("workers", encoder.workers))
                 started, cpu_started = time.perf_counter(), time.process_time()
                 results[index] = embed_all(encoder, sessions[index], batch, workers)
                 seconds[index].append(time.perf_counter() - started)
                 cpu[index].append(time.process_time() - cpu_started)
         useful = encoder.flops()
-        limit = mixed_limit(rates, min(LIMIT_WIDTHS, key=lambda w, longest=encoder.max_pieces: abs(w - longest)))
+        width = min(LIMIT_WIDTHS, key=lambda w, longest=encoder.max_pieces: abs(w - longest))
+        limit = statistics.median(mixed_limit(rates, width) for rates in limits[first:])
         pieces = statistics.mean(len(e) for e in encoder.encoded)
         for index, (text, settings) in enumerate(variants):
             batch = int(settings.get("batch", encoder.default_batch))
@@ -244,6 +233,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{gflops / limit:.2f} | "
                   f"{'yes' if same else 'NO'} |", flush=True)
         del encoder, sessions
+    print(f"\nThe limit: onnxruntime float32 MatMul, [8, n, K] x [K, N], {cores(args.threads)} calls at once of one "
+          "thread each (as the encoders), measured at each repetition; median (min-max) GFLOP/s:")
+    print("| n | K x N | GFLOP/s |\n|---|---|---|")
+    for (width, k, n) in limits[0]:
+        rates = [measured[(width, k, n)] for measured in limits]
+        print(f"| {width} | {k} x {n} | {statistics.median(rates):.1f} ({min(rates):.1f}-{max(rates):.1f}) |")
+    for width in LIMIT_WIDTHS:
+        rates = [mixed_limit(measured, width) for measured in limits]
+        print(f"| {width} | a layer's mix (4 x 384x384, 384x1536, 1536x384) | {statistics.median(rates):.1f} "
+              f"({min(rates):.1f}-{max(rates):.1f}) |")
     return 0
 
 
