@@ -335,7 +335,7 @@ def embed_in_batches(session: Any, encoded: Sequence[Sequence[int]], order: Sequ
     out = np.zeros((len(encoded), dimension), dtype=np.float32)
     bar = progress_bar(label, "passages", progress and len(encoded) > batch_size, total=len(encoded))
 
-    def run(batch: list[int]) -> None:
+    def run(batch: list[int]) -> int:
         width = max(len(encoded[i]) for i in batch)
         ids = np.full((len(batch), width), pad, dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=bool)
@@ -343,15 +343,15 @@ def embed_in_batches(session: Any, encoded: Sequence[Sequence[int]], order: Sequ
             ids[row, : len(encoded[i])] = encoded[i]
             mask[row, : len(encoded[i])] = True
         out[batch] = mean_pooled(session, embed(ids), mask)
-        bar.update(len(batch))
+        return len(batch)
 
     batches = [list(order[start : start + batch_size]) for start in range(0, len(order), batch_size)]
     if workers > 1 and len(batches) > 1:
         with ThreadPoolExecutor(min(workers, len(batches))) as pool:
-            for _ in pool.map(run, batches):
-                pass
+            for done in pool.map(run, batches):  # the bar is moved from this thread only
+                bar.update(done)
     else:
         for batch in batches:
-            run(batch)
+            bar.update(run(batch))
     bar.close()
     return out
