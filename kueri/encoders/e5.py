@@ -40,6 +40,7 @@ from kueri.encoders.bert_graph import (
     FloatLinear,
     Int8Linear,
     build_graph,
+    cores,
     embed_in_batches,
     open_session,
     require_onnxruntime,
@@ -218,7 +219,9 @@ class E5Encoder:
         tensors = self.weights.tensors
         self._positions = np.asarray(tensors["emb.pos"]).reshape(self.weights.max_positions, -1)
         self._type = np.asarray(tensors["emb.type"]).reshape(-1, self.dimension)[0]
-        self.session: Any = open_session(build_graph(self.weights.encoder(int8)), threads, INSTALL_HINT)
+        # One intra-op thread, a batch per core side by side (bert_graph.embed_in_batches): the same bits.
+        self.workers = cores(threads)
+        self.session: Any = open_session(build_graph(self.weights.encoder(int8)), 1, INSTALL_HINT)
         self.store_key = store_key(int8)
         self.progress = False  # a progress bar over the batches of a long call
 
@@ -231,7 +234,7 @@ class E5Encoder:
         encoded = [self.tokens(prefix + text) for text in texts]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # little padding per batch
         return embed_in_batches(self.session, encoded, order, BATCH, self.weights.pad, self._input_embeddings,
-                                self.dimension, "e5", self.progress)
+                                self.dimension, "e5", self.progress, self.workers)
 
     def _input_embeddings(self, ids: np.ndarray) -> np.ndarray:
         width = ids.shape[1]

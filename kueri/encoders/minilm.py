@@ -39,6 +39,7 @@ from kueri.encoders.bert_graph import (
     BertLayer,
     Int8Linear,
     build_graph,
+    cores,
     embed_in_batches,
     open_session,
     require_onnxruntime,
@@ -192,7 +193,9 @@ class MiniLMEncoder:
         # The file's own settings pad and cut at 128 (for training); the model handles 256, its max_seq_length.
         self.tokenizer = WordPieceTokenizer(tokenizer_path, MAX_TOKENS)
         self.weights = MiniLMWeights.load(model_path)
-        self.session: Any = open_session(build_graph(self.weights.encoder), threads, INSTALL_HINT)
+        # One intra-op thread, a batch per core side by side (bert_graph.embed_in_batches): the same bits.
+        self.workers = cores(threads)
+        self.session: Any = open_session(build_graph(self.weights.encoder), 1, INSTALL_HINT)
         self.progress = False  # a progress bar over the batches of a long call
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -204,7 +207,7 @@ class MiniLMEncoder:
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
         # [PAD] is id 0
         return embed_in_batches(self.session, encoded, order, BATCH, 0, self.weights.embeddings, self.dimension,
-                                "MiniLM", self.progress)
+                                "MiniLM", self.progress, self.workers)
 
     def queries(self, texts: list[str]) -> np.ndarray:
         return self.encode(texts)
