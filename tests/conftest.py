@@ -139,8 +139,10 @@ def write_topics(numbers: Collection[str], path: Path) -> Path:
 
 
 def lines_of_topics(run_text: str, numbers: Collection[str]) -> str:
-    """The lines of a run file's text whose topic is one of ``numbers``, in their order."""
-    return "".join(line for line in run_text.splitlines(keepends=True) if line.split(" ", 1)[0] in numbers)
+    """The lines of a run file's text whose topic is one of ``numbers``, in their order (each topic has some)."""
+    lines = [line for line in run_text.splitlines(keepends=True) if line.split(" ", 1)[0] in numbers]
+    assert {line.split(" ", 1)[0] for line in lines} == set(numbers), "a topic without lines compares nothing"
+    return "".join(lines)
 
 
 def run_command(args, **kwargs) -> subprocess.CompletedProcess:
