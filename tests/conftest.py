@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -117,6 +119,31 @@ def default_tira_run(tmp_path_factory, workdir) -> TiraRun:
                          cwd=tmp_path_factory.mktemp("elsewhere"))
     assert result.returncode == 0, result.stderr
     return TiraRun(out, result.stderr, workdir)
+
+
+#: A few of the sample's topics, for tests of how a whole run is made (an entry point, an input format, a package)
+#: rather than of its figures: a run is made topic by topic, so theirs is the whole run's lines for them
+#: (:func:`lines_of_topics`), in a fraction of its time. Between them they label all of FIRST, SECOND, NEUTRAL, NO.
+FEW_TOPICS = ("2", "34", "91")
+
+
+def write_topics(numbers: Collection[str], path: Path) -> Path:
+    """The sample's topics.xml keeping only the topics numbered ``numbers``, written to ``path``."""
+    tree = ElementTree.parse(SAMPLE_TOPICS)
+    root = tree.getroot()
+    for topic in list(root):
+        if (topic.findtext("number") or "").strip() not in numbers:
+            root.remove(topic)
+    assert len(root) == len(set(numbers)), f"not all of {sorted(numbers)} are the sample's topics"
+    tree.write(path, encoding="utf-8", xml_declaration=True)
+    return path
+
+
+def lines_of_topics(run_text: str, numbers: Collection[str]) -> str:
+    """The lines of a run file's text whose topic is one of ``numbers``, in their order (each topic has some)."""
+    lines = [line for line in run_text.splitlines(keepends=True) if line.split(" ", 1)[0] in numbers]
+    assert {line.split(" ", 1)[0] for line in lines} == set(numbers), "a topic without lines compares nothing"
+    return "".join(lines)
 
 
 def run_command(args, **kwargs) -> subprocess.CompletedProcess:

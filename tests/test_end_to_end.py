@@ -11,6 +11,7 @@ import pytest
 from kueri.records import STANCES
 from tests.conftest import (
     DEFAULT_RUN,
+    FEW_TOPICS,
     NO_FMA_TOP5_OVERLAP,
     QRELS,
     ROOT,
@@ -19,6 +20,7 @@ from tests.conftest import (
     SAMPLE_TOPICS,
     check_default_ndcg5,
     kernels_as_the_reference,
+    write_topics,
 )
 from tests.conftest import run_command as run
 
@@ -116,12 +118,15 @@ def test_corrupt_passages_fail_naming_file_and_line_and_write_no_run(tmp_path):
 @pytest.mark.slow
 def test_skip_bad_counts_and_reports(tmp_path, workdir):
     folder = corrupt_input(tmp_path)
+    # Every passage is read and indexed; a few topics are enough to show that the run goes on after the bad line.
+    write_topics(FEW_TOPICS, folder / "topics.xml")
     # The shared work folder: the other passages' embeddings (keyed by their text) are reused, the index is new.
     result = run([sys.executable, "-m", "kueri", "tira", "-i", str(folder), "-o", str(tmp_path / "out"),
                   "--workdir", str(workdir), "--skip-bad"])
     assert result.returncode == 0, result.stderr
     assert "read 2606 passages from 1 file(s); skipped 1 (1 malformed JSON)" in result.stderr
     assert "indexed 2606" in result.stderr
+    assert len(check_touche_run(tmp_path / "out" / "run.txt", set(FEW_TOPICS))) == len(FEW_TOPICS)
 
 
 @pytest.mark.parametrize(

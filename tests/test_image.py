@@ -151,8 +151,9 @@ def test_tira_run_with_the_registered_command_writes_the_checkouts_run(image, im
     assert set(os.listdir(out)) <= {"run.txt", ".tracking-results.yml"}
 
 
-def test_a_cold_run_in_the_image_equals_the_checkouts(image, tmp_path):
-    """Nothing cached, as on TIRA: the image embeds every passage itself (a small input keeps it short)."""
+def test_a_cold_run_in_the_image_equals_the_checkouts(image, default_tira_run, tmp_path):
+    """Nothing cached, as on TIRA: the image embeds every passage itself (a small input keeps it short). The
+    checkout's run it is compared with may be warm: the session's work folder has these passages' embeddings."""
     small = tmp_path / "in"
     small.mkdir()
     shutil.copy(SAMPLE_TOPICS, small / "topics.xml")
@@ -163,7 +164,7 @@ def test_a_cold_run_in_the_image_equals_the_checkouts(image, tmp_path):
     result = run_image(image, small, out)
     assert result.returncode == 0, result.stderr
     checkout = run_command([str(ROOT / "my-software.sh"), "-i", str(small), "-o", str(tmp_path / "checkout"), "-w",
-                            str(tmp_path / "checkout-work")])
+                            str(default_tira_run.workdir)])
     assert checkout.returncode == 0, checkout.stderr
     assert (out / "run.txt").read_bytes() == (tmp_path / "checkout" / "run.txt").read_bytes()
 

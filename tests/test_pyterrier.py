@@ -131,9 +131,15 @@ def test_the_default_pipeline_is_the_clis_run(default_tira_run, topics, qrels, t
     assert set(results["stance"]) <= {"FIRST", "SECOND", "NEUTRAL", "NO"}
     kp.write_run(results, tmp_path / "run.txt", "kueri_default")
     assert (tmp_path / "run.txt").read_text() == (default_tira_run.out / "run.txt").read_text()
-    table = pt.Experiment([default], topics, qrels, eval_metrics=["ndcg_cut_5"], names=["default"])
+    # The whole run's results, not the pipeline again (a second whole run would only cost time)...
+    table = pt.Experiment([results], topics, qrels, eval_metrics=["ndcg_cut_5"], names=["default"])
     assert round(table.ndcg_cut_5[0], 4) == round(kueri_evaluate(tmp_path / "run.txt"), 4)
     check_default_ndcg5(table.ndcg_cut_5[0])
+    # ...and the pipeline run by Experiment itself, on one topic: what those results give for it.
+    one = topics[topics.qid == "2"]
+    by_experiment = pt.Experiment([default], one, qrels, eval_metrics=["ndcg_cut_5"]).ndcg_cut_5[0]
+    assert by_experiment == pt.Experiment([results[results.qid == "2"]], one, qrels,
+                                          eval_metrics=["ndcg_cut_5"]).ndcg_cut_5[0] > 0
 
 
 def test_a_users_transformer_in_an_experiment_with_a_baseline(index, topics, qrels):

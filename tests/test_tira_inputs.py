@@ -22,6 +22,7 @@ from kueri.parse.tira import FULL_RANK, RE_RANK, TASK, detect_input, read_querie
 from kueri.runfile import read_run
 from tests.conftest import (
     DATA,
+    FEW_TOPICS,
     NO_FMA_NDCG5_TOLERANCE,
     QRELS,
     ROOT,
@@ -29,6 +30,7 @@ from tests.conftest import (
     SAMPLE_CORPUS,
     SAMPLE_TOPICS,
     kernels_as_the_reference,
+    lines_of_topics,
     run_command,
 )
 from tests.test_end_to_end import check_touche_run
@@ -239,11 +241,18 @@ def test_the_sample_as_tiras_full_rank_input_gives_the_default_run(default_tira_
     made = run_command([sys.executable, str(ROOT / "scripts" / "tira_inputs.py"), "full-rank", "--topics",
                         str(SAMPLE_TOPICS), "--corpus", str(SAMPLE_CORPUS), "--output", str(folder)])
     assert made.returncode == 0, made.stderr
+    # Read back, the input is the sample: every topic with its objects, every passage...
+    assert read_queries(folder / "queries.jsonl") == read_topics(SAMPLE_TOPICS)
+    assert list(PassageReader(folder / "documents.jsonl")) == list(PassageReader(SAMPLE_CORPUS))
+    # ...so a few of its queries are enough to show the run made from it is the default run (topic by topic).
+    queries = (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (folder / "queries.jsonl").write_text("".join(q for q in queries if json.loads(q)["qid"] in FEW_TOPICS),
+                                          encoding="utf-8")
     out = tmp_path / "out"
     result = run_command([str(ROOT / "my-software.sh"), "-i", str(folder), "-o", str(out), "-w",
                           str(default_tira_run.workdir)])
     assert result.returncode == 0, result.stderr
-    assert (out / "run.txt").read_bytes() == (default_tira_run.out / "run.txt").read_bytes()
+    assert (out / "run.txt").read_text() == lines_of_topics((default_tira_run.out / "run.txt").read_text(), FEW_TOPICS)
 
 
 @pytest.fixture(scope="module")
@@ -262,11 +271,17 @@ def row15_rerank_input(workdir, tmp_path_factory) -> Path:
 
 
 def test_reranking_row_15_with_the_samples_index_gives_the_default_run(row15_rerank_input, default_tira_run, tmp_path):
+    """On a few topics' candidates: with the sample's index their reranking is topic by topic (the test below
+    reranks all of them)."""
+    given = tmp_path / "rerank.jsonl.gz"
+    with gzip.open(row15_rerank_input / "rerank.jsonl.gz", "rt", encoding="utf-8") as source, \
+            gzip.open(given, "wt", encoding="utf-8") as target:
+        target.writelines(line for line in source if json.loads(line)["qid"] in FEW_TOPICS)
     out = tmp_path / "run.txt"
-    result = run_command([*KUERI, "rerank", str(row15_rerank_input / "rerank.jsonl.gz"), "--corpus",
-                          str(SAMPLE_CORPUS), "--workdir", str(default_tira_run.workdir), "--output", str(out)])
+    result = run_command([*KUERI, "rerank", str(given), "--corpus", str(SAMPLE_CORPUS), "--workdir",
+                          str(default_tira_run.workdir), "--output", str(out)])
     assert result.returncode == 0, result.stderr
-    assert out.read_bytes() == (default_tira_run.out / "run.txt").read_bytes()
+    assert out.read_text() == lines_of_topics((default_tira_run.out / "run.txt").read_text(), FEW_TOPICS)
 
 
 def test_reranking_row_15_without_an_index_gives_a_valid_run(row15_rerank_input, default_tira_run, tmp_path):
