@@ -258,13 +258,16 @@ class Retriever(FirstStage):
 
 class SecondStage(StageTransformer):
     """The learned second stage: reranks the top ``depth`` hits of each topic (title, objects, quality, neural);
-    ``depth`` None: the depth the model was trained at."""
+    ``depth`` None: the depth the model was trained at. ``cascade``: cheaper models first, each with how many of
+    its top hits the next reorders, e.g. the default's ``get_config("default").second_stage_cascade``."""
 
-    def __init__(self, index: Index, model: str = "second-stage-v2", depth: int | None = 100) -> None:
-        super().__init__(SecondStageStage(model, depth, index.analyzer), index)
+    def __init__(self, index: Index, model: str = "second-stage-v2", depth: int | None = 100,
+                 cascade: Sequence[tuple[str, int]] = ()) -> None:
+        super().__init__(SecondStageStage(model, depth, index.analyzer, tuple(tuple(step) for step in cascade)), index)
 
     def __repr__(self) -> str:
-        return f"kueri.SecondStage({self.stage.model!r}, depth={self.stage.depth})"
+        cascade = f", cascade={list(self.stage.cascade)!r}" if self.stage.cascade else ""
+        return f"kueri.SecondStage({self.stage.model!r}, depth={self.stage.depth}{cascade})"
 
 
 class QualityRerank(StageTransformer):

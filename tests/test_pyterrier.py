@@ -162,3 +162,20 @@ def test_a_jvm_started_without_kueris_jar_gets_a_clear_message(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "a JVM was started in this process before kueri's" in result.stderr
     assert "pt.java.add_jar(kueri.lucene.jvm.find_jar())" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_second_stage_with_the_defaults_cascade_ranks_as_the_default(default_tira_run, topics):
+    from kueri.config import get_config
+    from kueri.runfile import read_run
+
+    index = kp.index(SAMPLE_CORPUS, "row-15", default_tira_run.workdir)  # the default run's embeddings are there
+    cascade = get_config("default").second_stage_cascade
+    reranker = kp.Retriever(index, "row-15") >> kp.SecondStage(index, cascade=cascade)
+    assert "cascade=[('second-stage-lexical-v1', 40), ('second-stage-v1', 15)]" in repr(reranker)
+    some = topics[topics.qid.isin(["2", "34"])]
+    results = reranker(some)
+    default = read_run(default_tira_run.out / "run.txt")
+    for qid in ("2", "34"):
+        mine = results[results.qid == qid].sort_values("rank")
+        assert [(doc, round(score, 6)) for doc, score in zip(mine.docno, mine.score, strict=True)] == \
+            [(hit.doc, hit.score) for hit in default[qid]]
