@@ -39,9 +39,8 @@ STAGES = [
     ("start (Python, JVM, configuration)", "kueri: configuration"),
     ("index", "indexing "),
     ("search (row 15), candidates' texts and quality", "read "),
-    ("MiniLM embeddings", "MiniLM:"),
-    ("e5 embeddings", "e5:"),
-    ("second stage: queries, features, model", "second stage:"),
+    # The encoders' share is in the second stage's own log line (printed after the table).
+    ("second stage: features, embeddings, models", "second stage:"),
     ("stance", "stance:"),
     ("write", "wrote "),
 ]
