@@ -47,11 +47,12 @@ class Encoders:
 
 @dataclass
 class Candidates:
-    """One topic's candidates: the lexical run's top hits and their feature rows."""
+    """One topic's candidates: the lexical run's top hits, their feature rows and texts."""
 
     topic: str
     hits: list[Hit]
     features: np.ndarray  # len(hits) x len(FEATURES)
+    texts: list[str]  # the passages' contents, aligned with hits
 
 
 @dataclass
@@ -126,18 +127,12 @@ def collect(
     heads = {qid: hits[:depth] for qid, hits in run.items()}
     pids = sorted({hit.doc for hits in heads.values() for hit in hits})
     numbers = sorted(heads, key=topic_key)
-    # The feedback passages are embedded too when the stage reranks fewer than them.
-    feedback = {qid: [hit.doc for hit in run[qid][:PRF_DEPTH]] for qid in numbers}
-    embedded = sorted(set(pids).union(*feedback.values())) if encoders.minilm is not None else pids
+    whole_topic = {f for f in (wanted if wanted is not None else FEATURES) if f not in TITLE_FEATURES}
 
     with times.timing("texts"):
-        text_of = dict(zip(embedded, (t or "" for t in index.contents_of(embedded, "second stage")), strict=True))
+        text_of = dict(zip(pids, (t or "" for t in index.contents_of(pids, "second stage")), strict=True))
     with times.timing("quality"):
         quality_of = {pid: quality(text_of[pid]) for pid in pids}
-    with times.timing("neural"):
-        whole_topic = {f for f in (wanted if wanted is not None else FEATURES) if f not in TITLE_FEATURES}
-        neural = _neural_columns(encoders, heads, pids, feedback, [by_number[q] for q in numbers], text_of, times,
-                                 whole_topic)
 
     scorer = PassageScorer(index)
     candidates: dict[str, Candidates] = {}
@@ -153,9 +148,12 @@ def collect(
             fields_rel = {f"{key}_bm25_rel": relative(scorer.scores(getattr(topic, attribute), every))[: len(ids)]
                           for key, attribute in TOPIC_FIELDS.items() if f"{key}_bm25_rel" in whole_topic}
         with times.timing("features"):
-            matrix = topic_features(topic, hits, [text_of[pid] for pid in ids], [quality_of[pid] for pid in ids],
-                                    objects_rel, comparative_rel, neural.get(qid), fields_rel)
-        candidates[qid] = Candidates(qid, list(hits), matrix)
+            texts = [text_of[pid] for pid in ids]
+            matrix = topic_features(topic, hits, texts, [quality_of[pid] for pid in ids], objects_rel,
+                                    comparative_rel, fields_rel=fields_rel)
+        candidates[qid] = Candidates(qid, list(hits), matrix, texts)
+    add_neural(candidates, {qid: range(len(c.hits)) for qid, c in candidates.items()}, run, by_number.values(), index,
+               encoders, times, wanted)
     times.passages += len(pids)
     times.pairs += sum(len(h) for h in heads.values())
     return candidates
@@ -174,18 +172,25 @@ def add_neural(
     """Fills in, in place, the neural columns of ``encoders`` for some of the candidates: ``rows[topic]``, positions
     in that topic's :attr:`Candidates.hits` (a cascade embeds only what a cheaper model ranks on top).
 
-    The values are those :func:`collect` computes with the same encoders: a passage's cosine does not depend on the
-    others, and the feedback passages are the top of ``run``, the lexical run, as there.
+    :func:`collect` fills them in so for every candidate; a passage's cosine does not depend on the others, and the
+    feedback passages are the top of ``run``, the lexical run, whichever rows are given. Texts come from the
+    candidates; only feedback passages below the candidates' depth are read from ``index``.
     """
+    if encoders.minilm is None and encoders.e5 is None:
+        return
     times = times if times is not None else CandidateTimes()
     by_number = {t.number: t for t in topics}
     numbers = sorted(rows, key=topic_key)
     heads = {qid: [candidates[qid].hits[i] for i in rows[qid]] for qid in numbers}
     pids = sorted({hit.doc for hits in heads.values() for hit in hits})
+    # The feedback passages are embedded too when the stage reranks fewer than them.
     feedback = {qid: [hit.doc for hit in run[qid][:PRF_DEPTH]] for qid in numbers}
-    embedded = sorted(set(pids).union(*feedback.values())) if encoders.minilm is not None else pids
-    with times.timing("texts"):
-        text_of = dict(zip(embedded, (t or "" for t in index.contents_of(embedded, "second stage")), strict=True))
+    text_of = {hit.doc: text for qid in numbers for hit, text in zip(candidates[qid].hits, candidates[qid].texts,
+                                                                       strict=True)}
+    lacking = sorted(set().union(*feedback.values()) - set(text_of)) if encoders.minilm is not None else []
+    if lacking:
+        with times.timing("texts"):
+            text_of.update(zip(lacking, (t or "" for t in index.contents_of(lacking, "second stage")), strict=True))
     with times.timing("neural"):
         whole_topic = {f for f in (wanted if wanted is not None else FEATURES) if f not in TITLE_FEATURES}
         neural = _neural_columns(encoders, heads, pids, feedback, [by_number[q] for q in numbers], text_of, times,

@@ -211,5 +211,5 @@ def _cascade(run: Run, candidates: dict[str, Candidates], topics: list[Topic], i
             ranking[qid] = [rows[i] for i in ordered] + ranking[qid][len(rows):]
             score_of[qid][rows] = scores
             level_of[qid][rows] = number
-    return {qid: cascade_head(run[qid], order, score_of[qid][order].tolist(), (-level_of[qid][order]).tolist())
+    return {qid: cascade_head(run[qid], order, score_of[qid][order].tolist(), level_of[qid][order].tolist())
             for qid, order in ranking.items()}
