@@ -303,6 +303,13 @@ def open_session(model: bytes, threads: int | None = None, hint: str = INSTALL_H
     return onnxruntime.InferenceSession(model, options, providers=[*providers, "CPUExecutionProvider"])
 
 
+def open_encoder(encoder: BertEncoder, threads: int | None = None, hint: str = INSTALL_HINT) -> tuple[Any, int]:
+    """A session of the encoder's graph with one intra-op thread, and how many calls to run side by side (the cores:
+    ``threads``, else :func:`cores`), for :func:`embed_in_batches`: independent calls never wait for each other at
+    an operator's barrier, and a product's bits do not depend on its threads."""
+    return open_session(build_graph(encoder), 1, hint), cores(threads)
+
+
 def mean_pooled(session: Any, embeddings: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Unit-length mean of the last hidden states over the real tokens, one row per text.
 

@@ -39,10 +39,8 @@ from kueri.encoders.bert_graph import (
     BertLayer,
     FloatLinear,
     Int8Linear,
-    build_graph,
-    cores,
     embed_in_batches,
-    open_session,
+    open_encoder,
     require_onnxruntime,
 )
 from kueri.encoders.sentencepiece import UnigramTokenizer
@@ -220,9 +218,7 @@ class E5Encoder:
         tensors = self.weights.tensors
         self._positions = np.asarray(tensors["emb.pos"]).reshape(self.weights.max_positions, -1)
         self._type = np.asarray(tensors["emb.type"]).reshape(-1, self.dimension)[0]
-        # One intra-op thread, a batch per core side by side (bert_graph.embed_in_batches): the same bits.
-        self.workers = cores(threads)
-        self.session: Any = open_session(build_graph(self.weights.encoder(int8)), 1, INSTALL_HINT)
+        self.session, self.workers = open_encoder(self.weights.encoder(int8), threads, INSTALL_HINT)
         self.store_key = store_key(int8)
         self.progress = False  # a progress bar over the batches of a long call
 

@@ -38,10 +38,8 @@ from kueri.encoders.bert_graph import (
     BertEncoder,
     BertLayer,
     Int8Linear,
-    build_graph,
-    cores,
     embed_in_batches,
-    open_session,
+    open_encoder,
     require_onnxruntime,
 )
 from kueri.encoders.wordpiece import WordPieceTokenizer
@@ -194,9 +192,7 @@ class MiniLMEncoder:
         # The file's own settings pad and cut at 128 (for training); the model handles 256, its max_seq_length.
         self.tokenizer = WordPieceTokenizer(tokenizer_path, MAX_TOKENS)
         self.weights = MiniLMWeights.load(model_path)
-        # One intra-op thread, a batch per core side by side (bert_graph.embed_in_batches): the same bits.
-        self.workers = cores(threads)
-        self.session: Any = open_session(build_graph(self.weights.encoder), 1, INSTALL_HINT)
+        self.session, self.workers = open_encoder(self.weights.encoder, threads, INSTALL_HINT)
         self.progress = False  # a progress bar over the batches of a long call
 
     def encode(self, texts: list[str]) -> np.ndarray:
