@@ -62,8 +62,8 @@ def second_stage_seconds(log: Path) -> dict[str, float]:
     return figures
 
 
-def timed_run(checkout: Path, inputs: Path, work: Path, env: dict[str, str]) -> tuple[float, dict[str, float]]:
-    """One run of ``checkout``'s my-software.sh with nothing cached: (wall seconds, second-stage figures)."""
+def timed_run(checkout: Path, inputs: Path, work: Path, env: dict[str, str]) -> dict[str, float]:
+    """One run of ``checkout``'s my-software.sh with nothing cached: its wall seconds and second-stage figures."""
     fresh = work / "work"
     shutil.rmtree(fresh, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,7 @@ def timed_run(checkout: Path, inputs: Path, work: Path, env: dict[str, str]) -> 
     wall = time.perf_counter() - started
     if status != 0:
         sys.exit(f"bench_default: the run of {checkout} failed (exit {status}); see {log}")
-    return wall, {"wall": wall, **second_stage_seconds(log)}
+    return {"wall": wall, **second_stage_seconds(log)}
 
 
 def side_by_side(reference: Path, inputs: Path, work: Path, repeat: int) -> int:
@@ -84,7 +84,7 @@ def side_by_side(reference: Path, inputs: Path, work: Path, repeat: int) -> int:
     figures: dict[str, list[dict[str, float]]] = {"this": [], "reference": []}
     for round_ in range(repeat):
         for name, checkout in (("this", ROOT), ("reference", reference)):
-            wall, seen = timed_run(checkout, inputs, work / name, env)
+            seen = timed_run(checkout, inputs, work / name, env)
             figures[name].append(seen)
             print(f"round {round_ + 1}, {name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in seen.items()), flush=True)
             shutil.copy(work / name / "out" / "run.txt", work / f"{name}-run.txt")
