@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-#: Stance labels of the Touché 2022 Task 2 run format. ``Q0`` (the TREC placeholder the original
-#: wrote everywhere) is read as "no stance given" and evaluated as ``NO``.
+#: Stance labels of the Touché 2022 Task 2 run format, defined here once: FIRST / SECOND favour the topic's first /
+#: second object (the stance model's rows are in this order). ``Q0`` (the TREC placeholder the original wrote
+#: everywhere) is read as "no stance given" and evaluated as ``NO``.
 STANCES = ("FIRST", "SECOND", "NEUTRAL", "NO")
 NO_STANCE = "Q0"
 

@@ -50,13 +50,12 @@ from kueri import resources
 from kueri.arithmetic import exps, row_dots
 from kueri.errors import KueriError, SetupError
 from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, sentences, swap_tokens, tokens
+from kueri.records import STANCES as LABELS  # passage classes in the order of the model's rows
 from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, sentence_sentiments
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
 DEFAULT_MODEL = resources.path("models", "stance-v1.npz")
 MODEL_FORMAT = 1
-#: Passage classes in the order of the model's rows; FIRST = pro the topic's first object.
-LABELS = ("FIRST", "SECOND", "NEUTRAL", "NO")
 #: Sentence classes (CompSent-19): BETTER = OBJ1 is better than OBJ2.
 SENTENCE_LABELS = ("BETTER", "WORSE", "NONE")
 # Exchanging the objects exchanges these rows.
