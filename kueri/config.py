@@ -62,6 +62,9 @@ class RunConfig:
     # Cheaper models ranking first, each with how many of its top hits the next one reorders (kueri.second_stage).
     second_stage_cascade: tuple[tuple[str, int], ...] = ()
     stance_depth: int | None = None  # label the stance of the top N hits of each topic (None: Q0, as the original)
+    # The ranking score under which a question's top passages are weak evidence (kueri serve gives no verdict then);
+    # learned for a configuration's own scores by scripts/learn_evidence_threshold.py (None: not learned).
+    weak_score: float | None = None
     tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
     paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
     options: tuple[tuple[str, Any], ...] = ()  # settings of stages registered outside kueri (name, value)
@@ -303,7 +306,8 @@ DEFAULT = replace(AUTO_MINILM_E5, name="default",
                   second_stage_cascade=(("second-stage-lexical-v1", 40), ("second-stage-v1", 15)),
                   description="best automatic configuration: row 15, then the learned second stage as a cascade: "
                   "the lexical model, MiniLM's on its top 40, MiniLM and e5 (with MiniLM pseudo-relevance feedback) "
-                  "on that one's top 15; stance of every hit", tag="kueri_default")
+                  "on that one's top 15; stance of every hit", tag="kueri_default",
+                  weak_score=1.5608)  # balanced accuracy on the 2020/2021 judgments (docs/serve.md)
 
 #: Dense retrieval: the titles embedded by e5 against every passage's e5 vector (HNSW), in the vector index beside
 #: row 15's index (``kueri embed``, or made within the run); a first stage only, as the Table 1 rows.
