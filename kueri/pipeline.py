@@ -262,6 +262,29 @@ class Pipeline:
             self._runs[config] = run
         return self._runs[config]
 
+    def rank(self, config: RunConfig) -> Run:
+        """``config``'s run without the stages that only label hits (a stage that ``adds`` a column, the stance),
+        validated: the hits and order of :meth:`run`, for a caller that labels only the hits it shows
+        (:meth:`label`)."""
+        if self.adapt:
+            config = self.adapt(config)
+        run: Run = {}
+        for stage in config.stages():
+            if not stage.adds:
+                run = stage.apply(run, self)
+        validate_run(run, self.topics, config.hits)
+        return run
+
+    def label(self, config: RunConfig, run: Run) -> Run:
+        """``config``'s stages that label hits (those :meth:`rank` leaves out) over ``run``, e.g. the top hits a page
+        shows: each hit gets the label :meth:`run` gives it, as a label depends on its passage and topic alone."""
+        if self.adapt:
+            config = self.adapt(config)
+        for stage in config.stages():
+            if stage.adds:
+                run = stage.apply(run, self)
+        return run
+
     def rerank(self, config: RunConfig, run: Run) -> Run:
         """``config``'s stages after its first (second stage, quality, stance) over ``run``, any first stage's
         candidates, each topic's top ``config.hits`` (validated). Every candidate must be in the corpus.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,14 +20,18 @@ class QualityRerank(StageDefaults):
     def summary(self) -> str:
         return f"quality rerank ({self.source})"
 
-    def apply(self, run: Run, context: Context) -> Run:
-        from kueri.quality import rerank
+    def scores(self, ids: Collection[str], context: Context) -> dict[str, float]:
+        """The quality of the passages ``ids`` from :attr:`source` (a passage the source does not score is left
+        out)."""
         from kueri.quality.offline import quality_scores_for
 
-        ids = {hit.doc for hits in run.values() for hit in hits}
-        scores = quality_scores_for(self.source, context.corpus, ids, texts=context.texts("quality"),
-                                    skip_bad=context.skip_bad)
-        return rerank(run, scores)
+        return quality_scores_for(self.source, context.corpus, ids, texts=context.texts("quality"),
+                                  skip_bad=context.skip_bad)
+
+    def apply(self, run: Run, context: Context) -> Run:
+        from kueri.quality import rerank
+
+        return rerank(run, self.scores({hit.doc for hits in run.values() for hit in hits}, context))
 
 
 def build(config: Any) -> QualityRerank | None:

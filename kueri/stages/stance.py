@@ -21,13 +21,26 @@ class Stance(StageDefaults):
     def summary(self) -> str:
         return f"stance of the top {self.depth}" if self.depth else "stance of every hit"
 
+    def model(self, context: Context) -> Any:
+        """The stance model, loaded once per context."""
+        from kueri.stance import StanceModel
+
+        return context.shared("stance-model", StanceModel.load)
+
     def apply(self, run: Run, context: Context) -> Run:
         from kueri.processes import resolve_workers
-        from kueri.stance import StanceModel, label_run
+        from kueri.stance import label_run
 
-        model = context.shared("stance-model", StanceModel.load)
-        return label_run(run, context.topics, context.texts("stance"), depth=self.depth, model=model,
+        return label_run(run, context.topics, context.texts("stance"), depth=self.depth, model=self.model(context),
                          progress=context.progress, workers=resolve_workers())
+
+    def explain(self, run: Run, context: Context) -> dict[str, str | None]:
+        """The sentence that decided the label :meth:`apply` gives each of the top ``depth`` hits, by passage id
+        (None: the passage names neither object), for a reader who asks why (:func:`kueri.stance.explain_run`)."""
+        from kueri.stance import explain_run
+
+        return {row["doc"]: row["sentence"] for row in explain_run(run, context.topics, context.texts("stance"),
+                                                                     self.depth, self.model(context))}
 
 
 def build(config: Any) -> Stance | None:
