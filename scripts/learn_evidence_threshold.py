@@ -8,7 +8,8 @@ Touché 2020 or 2021 relevance judgments judge for that topic (the sample's pass
 ClueWeb12 documents) is a labelled example: relevant when the document was judged 1 or 2. The threshold is
 the score that best separates relevant from non-relevant hits, by balanced accuracy (the true-positive rate
 minus the false-positive rate, Youden's J; the mean of two neighbouring scores, so it lies between them). A
-question is then *weak* when none of its top 3 passages reaches it (kueri.serve.engine.Evidence).
+question is then *weak* when none of its top 3 passages reaches it (kueri.serve.answer.Evidence). The threshold
+is the configuration's ``weak_score`` (kueri/config.py).
 
 The 2022 judgments only measure the rule afterwards: precision at 3 of the topics the rule calls weak and of
 the others. Nothing is tuned on them.
@@ -21,10 +22,10 @@ from collections.abc import Sequence
 from kueri import resources
 from kueri.cli.script import run_script, script_parser, start
 from kueri.runfile import read_qrels, read_run
+from kueri.serve.answer import EVIDENCE_DEPTH as DEPTH
 
 QRELS_2020_2021 = ("touche2020-task2-relevance.qrels", "touche-task2-51-100-relevance.qrels")
 QRELS_2022 = "touche-task2-2022-relevance.qrels"
-DEPTH = 3
 
 
 def earlier_judgments() -> dict[str, dict[str, int]]:

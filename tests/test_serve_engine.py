@@ -10,17 +10,10 @@ import sys
 import pytest
 
 from kueri.config import get_config
-from kueri.serve.engine import (
-    MAX_QUESTION,
-    BadQuestion,
-    Passage,
-    SourceLinks,
-    Verdict,
-    chatnoir_url,
-    check_text,
-    parse_objects,
-    without_objects,
-)
+from kueri.serve.answer import Passage, Verdict
+from kueri.serve.checks import MAX_QUESTION, BadQuestion, check_text, parse_objects
+from kueri.serve.engine import without_objects
+from kueri.serve.links import SourceLinks, chatnoir_url
 from tests.conftest import SAMPLE_CORPUS
 from tests.conftest import run_command as run
 
@@ -126,43 +119,43 @@ def idle_engine(tmp_path):
 
     engine = Engine(corpus=SAMPLE_CORPUS, workdir=tmp_path, max_wait=25)
     yield engine
-    engine._pool.shutdown(wait=True, cancel_futures=True)
+    engine.queue.shutdown()
 
 
 def test_a_question_the_queue_would_keep_too_long_is_refused_at_once(idle_engine):
     import threading
 
-    from kueri.serve.engine import Busy
+    from kueri.serve.queue import Busy
 
     release = threading.Event()
-    idle_engine.question_seconds = 10.0  # what questions cost lately
-    first = idle_engine.on_pipeline(lambda: release.wait(30), question=True)  # running
-    second = idle_engine.on_pipeline(lambda: 2, question=True)  # waits 10 s: 20 s in all, within 25
+    idle_engine.queue.question_seconds = 10.0  # what questions cost lately
+    first = idle_engine.queue.submit(lambda: release.wait(30), question=True)  # running
+    second = idle_engine.queue.submit(lambda: 2, question=True)  # waits 10 s: 20 s in all, within 25
     with pytest.raises(Busy, match="would wait longer than 25 s") as refused:
-        idle_engine.on_pipeline(lambda: 3, question=True)  # 30 s
+        idle_engine.queue.submit(lambda: 3, question=True)  # 30 s
     assert refused.value.retry_after == 20
-    other = idle_engine.on_pipeline(lambda: "not a question")  # other work is not refused by the estimate
+    other = idle_engine.queue.submit(lambda: "not a question")  # other work is not refused by the estimate
     release.set()
     assert first.result(timeout=30) is True and second.result(timeout=30) == 2 and other.result(timeout=30)
-    assert idle_engine.on_pipeline(lambda: 4, question=True).result(timeout=30) == 4  # the queue drained
-    assert idle_engine._questions_waiting == 0
+    assert idle_engine.queue.submit(lambda: 4, question=True).result(timeout=30) == 4  # the queue drained
+    assert idle_engine.queue._questions_waiting == 0
 
 
 def test_the_cost_a_question_is_expected_to_take_follows_the_measured_ones(idle_engine):
-    from kueri.serve.engine import QUESTION_SECONDS_AT_START
+    from kueri.serve.queue import QUESTION_SECONDS_AT_START
 
-    idle_engine._measured(60.0)  # the warm-up, which also loads the models: not measured
-    assert idle_engine.question_seconds == QUESTION_SECONDS_AT_START
-    idle_engine._measuring = True  # as after the start
-    idle_engine.question_seconds = 0.0
-    idle_engine._measured(8.0)
-    assert idle_engine.question_seconds == 8.0
-    idle_engine._measured(2.0)
-    assert idle_engine.question_seconds == 5.0
+    idle_engine.queue.measured(60.0)  # the warm-up, which also loads the models: not measured
+    assert idle_engine.queue.question_seconds == QUESTION_SECONDS_AT_START
+    idle_engine.queue.measuring = True  # as after the start
+    idle_engine.queue.question_seconds = 0.0
+    idle_engine.queue.measured(8.0)
+    assert idle_engine.queue.question_seconds == 8.0
+    idle_engine.queue.measured(2.0)
+    assert idle_engine.queue.question_seconds == 5.0
 
 
 def test_evidence_is_weak_when_none_of_the_top_passages_reaches_the_threshold():
-    from kueri.serve.engine import Evidence
+    from kueri.serve.answer import Evidence
 
     assert Evidence.of([-0.5, -1.0, -2.0, 2.0], threshold=0.0).weak  # rank 4 is not read
     assert not Evidence.of([-0.5, 0.1, -2.0, -3.0], threshold=0.0).weak
@@ -170,7 +163,7 @@ def test_evidence_is_weak_when_none_of_the_top_passages_reaches_the_threshold():
 
 
 def test_a_summary_takes_each_sides_best_sentences_from_its_own_passages():
-    from kueri.serve.engine import summarise
+    from kueri.serve.answer import summarise
 
     text1 = "Laptops are portable. A laptop is better because you can carry it to class every day. The end."
     text2 = "Desktops are cheaper than laptops for the same power, and easier to repair at home."
@@ -262,8 +255,8 @@ def test_a_full_queue_answers_503_with_retry_after_and_still_answers_bad_request
 
     app = create_app(idle_engine)
     release = threading.Event()
-    idle_engine.question_seconds = 20.0
-    busy = [idle_engine.on_pipeline(lambda: release.wait(30), question=True)]  # running: 20 s
+    idle_engine.queue.question_seconds = 20.0
+    busy = [idle_engine.queue.submit(lambda: release.wait(30), question=True)]  # running: 20 s
     try:
         status, headers, body = asgi_get(app, "/api/search", "q=Which+is+better%2C+tea+or+coffee%3F")
         assert status == 503 and headers["retry-after"] == "20" and b"would wait longer than 25 s" in body
@@ -277,3 +270,43 @@ def test_a_full_queue_answers_503_with_retry_after_and_still_answers_bad_request
     finally:
         release.set()
         busy[0].result(timeout=30)
+
+
+def test_the_weak_evidence_threshold_belongs_to_the_configuration():
+    """Learned for the default's own scores; a question without objects is ranked without the stages it was learned
+    for, so it has none."""
+    assert get_config("default").weak_score == 1.5608
+    assert get_config("row-15").weak_score is None and get_config("auto-minilm-e5").weak_score is None
+    assert without_objects(get_config("default")).weak_score is None
+
+
+def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
+    """kueri serve ranks a question without the labelling stages and labels only the hits it shows: the same hits,
+    order, scores and stances as the whole run, and the quality and deciding sentences of the configuration's own
+    stages."""
+    from kueri.parse import read_topics
+    from kueri.pipeline import Pipeline
+    from kueri.quality.offline import OfflineQualityModel
+    from kueri.records import STANCES
+    from kueri.serve.engine import labelling_stage, quality_stage
+
+    corpus = tmp_path / "small.jsonl"
+    with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
+        corpus.write_text("".join(line for _, line in zip(range(300), handle, strict=False)), encoding="utf-8")
+    topic = next(t for t in read_topics(SAMPLE_CORPUS.parent / "topics.xml") if t.number == "2")
+    config = get_config("quality-rerank")  # a quality stage, then the stance of every hit
+    with Pipeline(corpus, [topic], tmp_path / "work", progress=False) as pipeline:
+        whole = pipeline.run(config)["2"]
+        ranked = pipeline.rank(config)["2"]
+        shown = pipeline.label(config, {"2": ranked[:10]})["2"]
+        ids = [hit.doc for hit in shown]
+        quality = quality_stage(config).scores(ids, pipeline)
+        sentences = labelling_stage(config, "stance").explain({"2": shown}, pipeline)
+        texts = pipeline.texts("test")(ids)
+    assert [hit.doc for hit in ranked] == [hit.doc for hit in whole] and shown == whole[:10]
+    assert {hit.stance for hit in shown} <= set(STANCES) and {hit.stance for hit in ranked} == {"Q0"}
+    model = OfflineQualityModel.load()
+    assert all(abs(quality[pid] - model.score(text)) < 1e-6 for pid, text in zip(ids, texts, strict=True))
+    assert set(sentences) == set(ids) and any(sentences.values())
+    assert labelling_stage(get_config("row-15"), "stance") is None
+    assert quality_stage(get_config("default")).source == "offline"

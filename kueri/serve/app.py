@@ -32,19 +32,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from kueri.errors import KueriError
-from kueri.serve.engine import (
-    MAX_K,
-    MAX_OBJECT,
-    MAX_QUESTION,
-    Answer,
-    BadQuestion,
-    Busy,
-    Engine,
-    check_text,
-    parse_objects,
-)
+from kueri.serve.answer import Answer
+from kueri.serve.checks import MAX_K, MAX_OBJECT, MAX_QUESTION, BadQuestion, check_text, parse_objects
+from kueri.serve.engine import Engine
 from kueri.serve.feedback import BadFeedback, FeedbackLog, Judgment
 from kueri.serve.openapi import document
+from kueri.serve.queue import Busy
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
@@ -62,7 +55,6 @@ SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
 ]
-SIDE_NAMES = {"FIRST": "first", "SECOND": "second", "NEUTRAL": "neutral", "NO": "no stance"}
 
 
 def _parameters(query: Mapping[str, str], known: Iterable[str]) -> dict[str, str]:
@@ -111,13 +103,13 @@ async def _answer(engine: Engine, question: str, objects: tuple[str, str] | None
     cached = engine.cached(question, objects, config, k, aspect)
     if cached is not None:
         return cached
-    future = engine.on_pipeline(lambda: engine.ask(question, objects, config, k, aspect), question=True)
+    future = engine.queue.submit(lambda: engine.ask(question, objects, config, k, aspect), question=True)
     try:
-        return await asyncio.wait_for(asyncio.wrap_future(future), engine.max_wait or None)
+        return await asyncio.wait_for(asyncio.wrap_future(future), engine.queue.max_wait or None)
     except TimeoutError:
         future.cancel()
-        raise Busy(f"no answer within {engine.max_wait:.0f} s; the server is busy, try again later",
-                   engine.retry_after()) from None
+        raise Busy(f"no answer within {engine.queue.max_wait:.0f} s; the server is busy, try again later",
+                   engine.queue.retry_after()) from None
 
 
 async def search_json(engine: Engine, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
@@ -251,13 +243,12 @@ def create_app(engine: Engine, feedback: FeedbackLog | None = None) -> Any:
     """The ASGI application over ``engine`` (started or not: /api/health says which); ``feedback``: where
     readers' judgments go (None: feedback is off)."""
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.globals.update(side_names=SIDE_NAMES, max_question=MAX_QUESTION, page_max_k=PAGE_MAX_K,
-                                 feedback=feedback is not None)
+    templates.env.globals.update(max_question=MAX_QUESTION, page_max_k=PAGE_MAX_K, feedback=feedback is not None)
 
     async def api_search(request: Request) -> Response:
         status, body, answer = await _search(engine, request.query_params)
         if answer is None:
-            headers = {"Retry-After": str(engine.retry_after())} if status == 503 else None
+            headers = {"Retry-After": str(engine.queue.retry_after())} if status == 503 else None
             return JSONResponse(body, status_code=status, headers=headers)
         kind = request.query_params.get("format")
         if kind == "run":
@@ -318,8 +309,8 @@ def create_app(engine: Engine, feedback: FeedbackLog | None = None) -> Any:
             if request.query_params:
                 raise BadQuestion(f"unknown parameter(s) {', '.join(sorted(request.query_params))}")
             docid = check_text(docid, "docid", 200)
-            future = engine.on_pipeline(lambda: engine.passage_text(docid))
-            text = await asyncio.wait_for(asyncio.wrap_future(future), engine.max_wait or None)
+            future = engine.queue.submit(lambda: engine.passage_text(docid))
+            text = await asyncio.wait_for(asyncio.wrap_future(future), engine.queue.max_wait or None)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON error
             return _error_response(exc, "pyserini")
         if text is None:

@@ -144,7 +144,10 @@ SCHEMAS: dict[str, Any] = {
     "Passage": {"type": "object", "properties": {
         "rank": {"type": "integer"}, "id": _string, "stance": {"type": "string",
                                                               "enum": ["FIRST", "SECOND", "NEUTRAL", "NO"]},
-        "relevance": {"type": "number"}, "quality": {"type": "number"}, "url": _nullable_string, "text": _string,
+        "relevance": {"type": "number"},
+        "quality": {"type": "number", "nullable": True, "description": "the argument quality, 0 to 1: the "
+                    "configuration's quality stage's, else the offline model's (none: its source has no score)"},
+        "url": _nullable_string, "text": _string,
         "about_aspect": {"type": "boolean"},
         "deciding_sentence": {"type": "string", "nullable": True,
                               "description": "the sentence that decided the stance (none: no object named, "

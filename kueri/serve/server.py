@@ -61,8 +61,9 @@ def serve(*, corpus: str | Path | None, index: str | Path | None, configs: Seque
     except ImportError as exc:
         raise SetupError(f"kueri serve needs the serve extra ({exc.name} is missing): pip install 'kueri[serve]'"
                          ) from None
-    from kueri.serve.engine import MAX_WAIT, Engine
+    from kueri.serve.engine import Engine
     from kueri.serve.feedback import FEEDBACK_FILE, FeedbackLog
+    from kueri.serve.queue import MAX_WAIT
 
     if max_wait is not None and max_wait <= 0:
         raise SetupError(f"--max-wait must be a positive number of seconds, not {max_wait:g}")
