@@ -1,8 +1,9 @@
 """The OpenAPI 3 document of ``kueri serve`` (``/openapi.json``), written by hand from the routes in app.py.
 
-Every endpoint, parameter and error status is here; tests/test_serve.py validates the document with
-openapi-spec-validator and checks that it lists every route the application has. ``/api/docs`` renders
-it as a page on the server (no Swagger UI: nothing is loaded from outside).
+Every endpoint, parameter and error status is here, with the limits, names and headers the routes use (imported,
+never typed again); tests/test_serve_engine.py validates the document with openapi-spec-validator and checks that
+it lists every route the application has. ``/api/docs`` renders it as a page on the server (no Swagger UI:
+nothing is loaded from outside).
 """
 
 from __future__ import annotations
@@ -11,14 +12,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from kueri import __version__
+from kueri.records import STANCES
+from kueri.serve.answer import SIDES
+from kueri.serve.checks import FLAGS, FORMATS, MAX_BODY, MAX_ID, MAX_K, MAX_OBJECT, MAX_QUESTION, PAGE_K, PAGE_MAX_K
+from kueri.serve.engine import EXPLAINED
+from kueri.serve.queue import RETRY_AFTER
+
+_string = {"type": "string"}
+_nullable_string = {"type": "string", "nullable": True}
+_html = {"text/html": {"schema": _string}}
+BUSY = ("the queue is full: the questions waiting already would keep this one longer than the server's limit "
+        "(kueri serve --max-wait), or it waited that long; cached answers and bad requests are still answered")
 
 
 def _error(description: str, schema: str = "Error", retry: bool = False) -> dict[str, Any]:
     response: dict[str, Any] = {"description": description,
                                 "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
     if retry:
-        response["headers"] = {"Retry-After": {"description": "seconds after which the question is likely answered",
-                                               "schema": {"type": "integer", "minimum": 1}}}
+        response["headers"] = {RETRY_AFTER: {"description": "seconds after which the question is likely answered",
+                                             "schema": {"type": "integer", "minimum": 1}}}
     return response
 
 
@@ -26,132 +38,144 @@ def _query(name: str, description: str, schema: dict[str, Any], required: bool =
     return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
 
 
-BUSY = ("the queue is full: the questions waiting already would keep this one longer than the server's limit "
-        "(kueri serve --max-wait), or it waited that long; cached answers and bad requests are still answered")
-QUESTION = _query("q", "the question (at most 500 characters of text)", {"type": "string", "maxLength": 500}, True)
-OBJECTS = _query("objects", "the two objects, comma-separated (default: the topic's, or found in the question)",
-                 {"type": "string", "example": "laptop,desktop"})
-ASPECT = _query("aspect", "what the objects are compared on (default: found in the question; empty: none); it "
-                "marks the passages that speak of it and never changes the ranking", {"type": "string"})
-NARROW = _query("narrow", "only the passages that speak of the aspect", {"type": "string", "enum": ["0", "1"]})
+def _count(most: int, default: int | None = None) -> dict[str, Any]:
+    return {"type": "integer", "minimum": 1, "maximum": most, **({"default": default} if default else {})}
+
+
+def _text(most: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": most}
+
+
+def _json(schema: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
+
+
+ERRORS = {"400": _error("a bad parameter; the message names it"), "404": _error("no such path"),
+          "405": _error("another method than the one listed"),
+          "500": _error("an error inside the ranking; the server keeps serving"), "503": _error(BUSY, retry=True)}
+PYSERINI_ERRORS = {"400": _error("a bad parameter; the message names it", "Detail"),
+                   "404": _error("no such index (a configuration offered) or document", "Detail"),
+                   "500": _error("an error inside the ranking", "Detail"), "503": _error(BUSY, "Detail", retry=True)}
+NARROW = _query("narrow", "only the passages that speak of the aspect", {"type": "string", "enum": list(FLAGS)})
+
+
+def _page_and_api(config: dict[str, Any]) -> dict[str, Any]:
+    """The page and kueri's own JSON endpoints; ``config``: the parameter naming a configuration offered."""
+    return {
+        "/": {"get": {
+            "summary": "The page: a question's two sides, a summary per side, a verdict", "operationId": "page",
+            "parameters": [_query("q", "the question", _text(MAX_QUESTION)),
+                           _query("first", "the first object", _text(MAX_OBJECT)),
+                           _query("second", "the second object", _text(MAX_OBJECT)),
+                           _query("aspect", "the aspect (empty: the question's own)", _text(MAX_OBJECT)),
+                           NARROW, _query("k", "passages shown", _count(PAGE_MAX_K, PAGE_K)), config],
+            "responses": {"200": {"description": "the page", "content": _html},
+                          "400": {"description": "the page with a note naming the bad parameter", "content": _html},
+                          "503": {"description": BUSY, "content": _html}}}},
+        "/api/search": {"get": {
+            "summary": "A question's answer: its objects, aspect, passages, summaries and verdict",
+            "operationId": "search",
+            "parameters": [
+                _query("q", f"the question (at most {MAX_QUESTION} characters of text)", _text(MAX_QUESTION), True),
+                _query("k", "passages returned", _count(MAX_K, PAGE_K)),
+                _query("objects", "the two objects, comma-separated (default: the topic's, or found in the "
+                       "question)", {"type": "string", "example": "laptop,desktop"}),
+                config,
+                _query("aspect", "what the objects are compared on (default: found in the question; empty: none); "
+                       "it marks the passages that speak of it and never changes the ranking", _text(MAX_OBJECT)),
+                NARROW,
+                _query("format", "json (default) or run (a Touché run file); either one given is sent as a "
+                       "download", {"type": "string", "enum": list(FORMATS)})],
+            "responses": {"200": {"description": "the answer", "content": {
+                **_json("Answer"), "text/plain": {"schema": _string, "example": "q FIRST "
+                                                  "clueweb12-0000tw-00-00000___1 1 2.5 kueri-default\n"}}},
+                **ERRORS}}},
+        "/api/health": {"get": {
+            "summary": "Whether the server is ready, the corpus size, the configurations, the queue",
+            "operationId": "health",
+            "responses": {"200": {"description": "the state", "content": _json("Health")}, "404": ERRORS["404"],
+                          "405": ERRORS["405"]}}},
+        "/api/feedback": {"post": {
+            "summary": "Record a reader's judgment of a passage (useful or not) in the work folder's feedback.jsonl",
+            "operationId": "feedback",
+            "requestBody": {"required": True, "content": {
+                **_json("Feedback"),
+                "application/x-www-form-urlencoded": {"schema": {"$ref": "#/components/schemas/FeedbackForm"}}}},
+            "responses": {"200": {"description": "recorded (a JSON request)", "content": {"application/json": {
+                "schema": {"type": "object", "properties": {"recorded": {"type": "boolean"}}}}}},
+                          "303": {"description": "recorded (the page's form): back to the page"},
+                          "400": ERRORS["400"], "404": _error("feedback is off (kueri serve --no-feedback)"),
+                          "405": ERRORS["405"], "413": _error(f"the request is larger than {MAX_BODY // 1000} kB")}}},
+    }
+
+
+def _pyserini(configs: Sequence[str]) -> dict[str, Any]:
+    """pyserini's REST shape (:mod:`kueri.serve.pyserini`): an index is a configuration offered."""
+    index = {"name": "index", "in": "path", "required": True, "schema": {"type": "string", "enum": list(configs)},
+             "description": "a configuration offered by this server, as pyserini names an index"}
+    return {
+        "/v1/indexes/{index}/search": {"get": {
+            "summary": "pyserini's REST search: the configuration's ranking of a query, in pyserini's JSON shape",
+            "operationId": "pyseriniSearch",
+            "parameters": [index, _query("query", "the query (a question)", _text(MAX_QUESTION), True),
+                           _query("hits", "hits returned", _count(MAX_K, PAGE_K)),
+                           _query("qid", "a query id, echoed back", {"type": "string", "default": ""})],
+            "responses": {"200": {"description": "the hits", "content": _json("PyseriniHits")}, **PYSERINI_ERRORS}}},
+        "/v1/indexes/{index}/documents/{docid}": {"get": {
+            "summary": "pyserini's REST document: a passage by id", "operationId": "pyseriniDocument",
+            "parameters": [index, {"name": "docid", "in": "path", "required": True, "schema": _text(MAX_ID),
+                                   "description": "a passage id"}],
+            "responses": {"200": {"description": "the passage", "content": _json("PyseriniDocument")},
+                          **PYSERINI_ERRORS}}},
+    }
+
+
+DOCUMENTS = {
+    "/openapi.json": {"get": {
+        "summary": "This document", "operationId": "openapi",
+        "responses": {"200": {"description": "OpenAPI 3.0", "content": {"application/json": {
+            "schema": {"type": "object"}}}}}}},
+    "/api/docs": {"get": {
+        "summary": "This document as a page", "operationId": "apiPage",
+        "responses": {"200": {"description": "the page", "content": _html}}}},
+    "/static/{file}": {"get": {
+        "summary": "The page's stylesheet", "operationId": "static",
+        "parameters": [{"name": "file", "in": "path", "required": True, "schema": _string,
+                        "description": "kueri.css"}],
+        "responses": {"200": {"description": "the file", "content": {"text/css": {"schema": _string}}},
+                      "404": {"description": "no such file"}}}},
+}
 
 
 def document(configs: Sequence[str]) -> dict[str, Any]:
     """The OpenAPI 3.0 document; ``configs``: the configurations offered (the pyserini-shaped index names)."""
     config = _query("config", "the configuration (default: the first offered)",
                     {"type": "string", "enum": list(configs)})
-    errors = {"400": _error("a bad parameter; the message names it"),
-              "404": _error("no such path"), "405": _error("another method than the one listed"),
-              "500": _error("an error inside the ranking; the server keeps serving"),
-              "503": _error(BUSY, retry=True)}
-    pyserini_errors = {"400": _error("a bad parameter; the message names it", "Detail"),
-                       "404": _error("no such index (a configuration offered) or document", "Detail"),
-                       "500": _error("an error inside the ranking", "Detail"),
-                       "503": _error(BUSY, "Detail", retry=True)}
-    index = {"name": "index", "in": "path", "required": True, "schema": {"type": "string", "enum": list(configs)},
-             "description": "a configuration offered by this server, as pyserini names an index"}
-    paths: dict[str, Any] = {
-        "/": {"get": {
-            "summary": "The page: a question's two sides, a summary per side, a verdict",
-            "operationId": "page",
-            "parameters": [_query("q", "the question", {"type": "string", "maxLength": 500}),
-                           _query("first", "the first object", {"type": "string", "maxLength": 100}),
-                           _query("second", "the second object", {"type": "string", "maxLength": 100}),
-                           _query("aspect", "the aspect (empty: the question's own)",
-                                  {"type": "string", "maxLength": 100}),
-                           NARROW, _query("k", "passages shown", {"type": "integer", "minimum": 1, "maximum": 100}),
-                           config],
-            "responses": {"200": {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}},
-                          "400": {"description": "the page with a note naming the bad parameter",
-                                  "content": {"text/html": {"schema": {"type": "string"}}}},
-                          "503": {"description": BUSY, "content": {"text/html": {"schema": {"type": "string"}}}}}}},
-        "/api/search": {"get": {
-            "summary": "A question's answer: its objects, aspect, passages, summaries and verdict",
-            "operationId": "search",
-            "parameters": [QUESTION, _query("k", "passages returned", {"type": "integer", "minimum": 1,
-                                                                      "maximum": 1000, "default": 10}),
-                           OBJECTS, config, ASPECT, NARROW,
-                           _query("format", "json (default) or run (a Touché run file); either one given is sent "
-                                  "as a download", {"type": "string", "enum": ["json", "run"]})],
-            "responses": {"200": {"description": "the answer", "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/Answer"}},
-                "text/plain": {"schema": {"type": "string"}, "example": "q FIRST clueweb12-0000tw-00-00000___1 1 "
-                                          "2.5 kueri-default\n"}}}, **errors}}},
-        "/api/health": {"get": {
-            "summary": "Whether the server is ready, the corpus size, the configurations, the queue",
-            "operationId": "health",
-            "responses": {"200": {"description": "the state", "content": {"application/json": {
-                "schema": {"$ref": "#/components/schemas/Health"}}}}, "404": errors["404"], "405": errors["405"]}}},
-        "/api/feedback": {"post": {
-            "summary": "Record a reader's judgment of a passage (useful or not) in the work folder's feedback.jsonl",
-            "operationId": "feedback",
-            "requestBody": {"required": True, "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/Feedback"}},
-                "application/x-www-form-urlencoded": {"schema": {"$ref": "#/components/schemas/FeedbackForm"}}}},
-            "responses": {"200": {"description": "recorded (a JSON request)", "content": {"application/json": {
-                "schema": {"type": "object", "properties": {"recorded": {"type": "boolean"}}}}}},
-                          "303": {"description": "recorded (the page's form): back to the page"},
-                          "400": errors["400"], "404": _error("feedback is off (kueri serve --no-feedback)"),
-                          "405": errors["405"], "413": _error("the request is larger than 10 kB")}}},
-        "/v1/indexes/{index}/search": {"get": {
-            "summary": "pyserini's REST search: the configuration's ranking of a query, in pyserini's JSON shape",
-            "operationId": "pyseriniSearch",
-            "parameters": [index, _query("query", "the query (a question)", {"type": "string", "maxLength": 500}, True),
-                           _query("hits", "hits returned", {"type": "integer", "minimum": 1, "maximum": 1000,
-                                                            "default": 10}),
-                           _query("qid", "a query id, echoed back", {"type": "string", "default": ""})],
-            "responses": {"200": {"description": "the hits", "content": {"application/json": {
-                "schema": {"$ref": "#/components/schemas/PyseriniHits"}}}}, **pyserini_errors}}},
-        "/v1/indexes/{index}/documents/{docid}": {"get": {
-            "summary": "pyserini's REST document: a passage by id",
-            "operationId": "pyseriniDocument",
-            "parameters": [index, {"name": "docid", "in": "path", "required": True, "schema": {"type": "string"},
-                                   "description": "a passage id"}],
-            "responses": {"200": {"description": "the passage", "content": {"application/json": {
-                "schema": {"$ref": "#/components/schemas/PyseriniDocument"}}}}, **pyserini_errors}}},
-        "/openapi.json": {"get": {
-            "summary": "This document", "operationId": "openapi",
-            "responses": {"200": {"description": "OpenAPI 3.0", "content": {"application/json": {
-                "schema": {"type": "object"}}}}}}},
-        "/api/docs": {"get": {
-            "summary": "This document as a page", "operationId": "apiPage",
-            "responses": {"200": {"description": "the page", "content": {"text/html": {
-                "schema": {"type": "string"}}}}}}},
-        "/static/{file}": {"get": {
-            "summary": "The page's stylesheet", "operationId": "static",
-            "parameters": [{"name": "file", "in": "path", "required": True, "schema": {"type": "string"},
-                            "description": "kueri.css"}],
-            "responses": {"200": {"description": "the file", "content": {"text/css": {"schema": {"type": "string"}}}},
-                          "404": {"description": "no such file"}}}},
-    }
     return {
         "openapi": "3.0.3",
         "info": {"title": "kueri serve", "version": __version__,
                  "description": "Comparative argument retrieval: a question's passages for each of its two objects, "
                  "ranked by the same pipeline as `kueri run`. Every error is JSON with a one-line message."},
-        "paths": paths,
+        "paths": {**_page_and_api(config), **_pyserini(configs), **DOCUMENTS},
         "components": {"schemas": SCHEMAS},
     }
 
 
-_string = {"type": "string"}
-_nullable_string = {"type": "string", "nullable": True}
+_sentences = {"type": "array", "items": {"$ref": "#/components/schemas/SummarySentence"}}
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["error", "status"],
               "properties": {"error": _string, "status": {"type": "integer"}}},
     "Detail": {"type": "object", "required": ["detail"], "description": "pyserini's (FastAPI's) error shape",
                "properties": {"detail": _string}},
     "Passage": {"type": "object", "properties": {
-        "rank": {"type": "integer"}, "id": _string, "stance": {"type": "string",
-                                                              "enum": ["FIRST", "SECOND", "NEUTRAL", "NO"]},
+        "rank": {"type": "integer"}, "id": _string, "stance": {"type": "string", "enum": list(STANCES)},
         "relevance": {"type": "number"},
         "quality": {"type": "number", "nullable": True, "description": "the argument quality, 0 to 1: the "
                     "configuration's quality stage's, else the offline model's (none: its source has no score)"},
-        "url": _nullable_string, "text": _string,
-        "about_aspect": {"type": "boolean"},
+        "url": _nullable_string, "text": _string, "about_aspect": {"type": "boolean"},
         "deciding_sentence": {"type": "string", "nullable": True,
                               "description": "the sentence that decided the stance (none: no object named, "
-                                             "or ranked below 100)"}}},
+                                             f"or ranked below {EXPLAINED})"}}},
     "SummarySentence": {"type": "object", "properties": {"text": _string, "rank": {"type": "integer"}, "id": _string}},
     "Answer": {"type": "object", "properties": {
         "question": _string, "comparative": {"type": "boolean", "description": "whether the question asks for a "
@@ -168,11 +192,9 @@ SCHEMAS: dict[str, Any] = {
         "verdict": {"type": "object", "properties": {
             "depth": {"type": "integer"}, "counts": {"type": "object"}, "weights": {"type": "object"},
             "first_share": {"type": "number", "nullable": True},
-            "leaning": {"type": "string", "enum": ["first", "second", "balanced", "none"]},
+            "leaning": {"type": "string", "enum": [*SIDES.values(), "balanced", "none"]},
             "confident": {"type": "boolean", "description": "false: the corpus holds little on the question"}}},
-        "summaries": {"type": "object", "properties": {
-            "first": {"type": "array", "items": {"$ref": "#/components/schemas/SummarySentence"}},
-            "second": {"type": "array", "items": {"$ref": "#/components/schemas/SummarySentence"}}}},
+        "summaries": {"type": "object", "properties": {name: _sentences for name in SIDES.values()}},
         "passages": {"type": "array", "items": {"$ref": "#/components/schemas/Passage"}},
         "seconds": {"type": "number"}, "note": _string}},
     "Health": {"type": "object", "properties": {
