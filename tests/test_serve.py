@@ -335,8 +335,11 @@ def test_openapi_json_is_valid_openapi_3_and_lists_every_endpoint(served):
 
 
 def test_a_pyserini_client_gets_pyserini_shaped_answers(served, default_tira_run, topics):
-    """The requests a client written for pyserini's REST server sends (rank_llm's ServiceRetriever: query, hits,
-    qid; then the document by id), and the fields it reads."""
+    """The requests a client written for pyserini's REST server sends (the index list; rank_llm's ServiceRetriever:
+    query, hits, qid; then the document by id), and the fields it reads."""
+    for path in ("v1/indexes/", "v1/indexes/?index_type=tf", "v1/indexes"):
+        status, body = get(served.url + path)
+        assert status == 200 and json.loads(body) == ["default"], path
     title = next(t.title for t in topics if t.number == "2")
     url = served.url + "v1/indexes/default/search?" + urllib.parse.urlencode({"query": title, "hits": 50,
                                                                                "qid": "2"})
@@ -355,7 +358,8 @@ def test_a_pyserini_client_gets_pyserini_shaped_answers(served, default_tira_run
     for path, code, message in [("v1/indexes/msmarco-v1-passage/search?query=x", 404, "not served here"),
                                 ("v1/indexes/default/search?query=", 400, "the query is empty"),
                                 ("v1/indexes/default/search?query=x&hits=0", 400, "hits must be between"),
-                                ("v1/indexes/default/documents/no-such-passage", 404, "not found")]:
+                                ("v1/indexes/default/documents/no-such-passage", 404, "not found"),
+                                ("v1/indexes/?index_type=bm25", 400, "index_type must be one of")]:
         status, body = get(served.url + path)
         assert status == code and message in json.loads(body)["detail"], (path, body)
 

@@ -280,6 +280,29 @@ def test_the_weak_evidence_threshold_belongs_to_the_configuration():
     assert without_objects(get_config("default")).weak_score is None
 
 
+def test_pyserini_index_list_names_the_configurations_served(tmp_path):
+    pytest.importorskip("starlette", reason="kueri serve needs the serve extra: pip install 'kueri[serve]'")
+    from kueri.serve.app import create_app
+    from kueri.serve.engine import Engine
+
+    engine = Engine(corpus=SAMPLE_CORPUS, workdir=tmp_path, configs=("default", "dense-e5", "hybrid-e5", "row-15"))
+    try:
+        app = create_app(engine)
+        for path in ("/v1/indexes", "/v1/indexes/"):  # pyserini's own server writes the second
+            status, headers, body = asgi_get(app, path)
+            assert status == 200 and json.loads(body) == ["default", "dense-e5", "hybrid-e5", "row-15"]
+            assert "default-src 'self'" in headers["content-security-policy"]
+        for kind, names in [("tf", ["default", "hybrid-e5", "row-15"]), ("lucene_hnsw", ["dense-e5", "hybrid-e5"]),
+                            ("faiss", [])]:
+            assert json.loads(asgi_get(app, "/v1/indexes/", f"index_type={kind}")[2]) == names, kind
+        for query, message in [("index_type=bm25", "index_type must be one of tf, "),
+                               ("colour=red", "unknown parameter(s) colour; known: index_type")]:
+            status, _, body = asgi_get(app, "/v1/indexes", query)
+            assert status == 400 and message in json.loads(body)["detail"]
+    finally:
+        engine.queue.shutdown()
+
+
 def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
     """kueri serve ranks a question without the labelling stages and labels only the hits it shows: the same hits,
     order, scores and stances as the whole run, and the quality and deciding sentences of the configuration's own

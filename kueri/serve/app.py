@@ -9,7 +9,7 @@ says so to the browser too).
     GET  /api/search?q=...&k=...                the answer as JSON (objects, config, aspect, narrow, format)
     GET  /api/health                            whether it is ready, the corpus size, the queue
     POST /api/feedback                          a reader's "useful" / "not useful" for a passage
-    GET  /v1/indexes/{config}/search, .../documents/{id}  pyserini's REST shape (:mod:`kueri.serve.pyserini`)
+    GET  /v1/indexes, /v1/indexes/{config}/...  pyserini's REST shape (:mod:`kueri.serve.pyserini`)
     GET  /openapi.json, /api/docs               the OpenAPI 3 document, and as a page
 """
 
@@ -274,6 +274,8 @@ ROUTES = [
     Route(FEEDBACK_PATH, api_feedback, methods=["POST"]),
     Route("/api/docs", api_page, methods=["GET"]),
     Route("/openapi.json", openapi, methods=["GET"]),
+    Route("/v1/indexes", pyserini.indexes, methods=["GET"]),
+    Route("/v1/indexes/", pyserini.indexes, methods=["GET"]),  # as pyserini's own server writes it
     Route("/v1/indexes/{index}/search", pyserini.search, methods=["GET"]),
     Route("/v1/indexes/{index}/documents/{docid:path}", pyserini.document, methods=["GET"]),
     Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),

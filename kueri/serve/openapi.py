@@ -16,6 +16,7 @@ from kueri.records import STANCES
 from kueri.serve.answer import SIDES
 from kueri.serve.checks import FLAGS, FORMATS, MAX_BODY, MAX_ID, MAX_K, MAX_OBJECT, MAX_QUESTION, PAGE_K, PAGE_MAX_K
 from kueri.serve.engine import EXPLAINED
+from kueri.serve.pyserini import INDEX_TYPES
 from kueri.serve.queue import RETRY_AFTER
 
 _string = {"type": "string"}
@@ -113,7 +114,17 @@ def _pyserini(configs: Sequence[str]) -> dict[str, Any]:
     """pyserini's REST shape (:mod:`kueri.serve.pyserini`): an index is a configuration offered."""
     index = {"name": "index", "in": "path", "required": True, "schema": {"type": "string", "enum": list(configs)},
              "description": "a configuration offered by this server, as pyserini names an index"}
+    listing = {
+        "summary": "pyserini's REST index list: the configurations offered, the default first",
+        "parameters": [_query("index_type", "only the indexes of this kind, as pyserini names them: the first stage "
+                              "searches an inverted index (tf) or dense vectors (lucene_hnsw, lucene_flat)",
+                              {"type": "string", "enum": list(INDEX_TYPES)})],
+        "responses": {"200": {"description": "the index names", "content": _json("PyseriniIndexes")},
+                      "400": PYSERINI_ERRORS["400"]}}
     return {
+        "/v1/indexes": {"get": {**listing, "operationId": "pyseriniIndexes"}},
+        "/v1/indexes/": {"get": {**listing, "summary": listing["summary"] + " (the path as pyserini writes it)",
+                                 "operationId": "pyseriniIndexesSlash"}},
         "/v1/indexes/{index}/search": {"get": {
             "summary": "pyserini's REST search: the configuration's ranking of a query, in pyserini's JSON shape",
             "operationId": "pyseriniSearch",
@@ -209,6 +220,7 @@ SCHEMAS: dict[str, Any] = {
     "FeedbackForm": {"type": "object", "required": ["q", "id", "useful"], "properties": {
         "q": _string, "id": _string, "useful": {"type": "string", "enum": ["yes", "no"]}, "rank": _string,
         "first": _string, "second": _string, "config": _string, "back": _string}},
+    "PyseriniIndexes": {"type": "array", "items": _string, "description": "index names (configurations offered)"},
     "PyseriniHits": {"type": "object", "required": ["query", "candidates"], "properties": {
         "query": {"type": "object", "properties": {"qid": _string, "text": _string}},
         "candidates": {"type": "array", "items": {"$ref": "#/components/schemas/PyseriniCandidate"}}}},
