@@ -279,8 +279,8 @@ class Engine:
 
     def ask(self, question: str, objects: tuple[str, str] | None = None, config: str | None = None,
             k: int = 10, aspect: str | None = None) -> Answer:
-        """The answer to ``question`` (checked: see :func:`check_text`), its top ``k`` passages; on the pipeline
-        thread (call it through :attr:`queue`). ``aspect`` replaces the one found in the question ("":
+        """The answer to ``question`` (checked: :func:`kueri.serve.checks.check_text`), its top ``k`` passages; on the
+        pipeline thread (call it through :attr:`queue`). ``aspect`` replaces the one found in the question ("":
         none); it marks the passages that speak of it and never changes the ranking."""
         started = time.perf_counter()
         ranking = self._rank(question, objects, config, k)
