@@ -323,10 +323,20 @@ def mean_pooled(session: Any, embeddings: np.ndarray, mask: np.ndarray) -> np.nd
     return pooled / np.maximum(np.sqrt(np.multiply(pooled, pooled).sum(axis=1, keepdims=True)), 1e-12)
 
 
+def first_token(session: Any, embeddings: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The first token's (``[CLS]``'s) last hidden state, one row per text: what a cross-encoder's head reads.
+    Arguments as :func:`mean_pooled`'s."""
+    bias = np.where(np.asarray(mask, dtype=bool), 0.0, MASKED).astype(np.float32)[:, None, None, :]
+    hidden = session.run(None, {"embeddings": np.asarray(embeddings, dtype=np.float32), "mask_bias": bias})[0]
+    return np.ascontiguousarray(hidden[:, 0, :])
+
+
 def embed_in_batches(session: Any, encoded: Sequence[Sequence[int]], order: Sequence[int], batch_size: int,
                      pad: int, embed: Callable[[np.ndarray], np.ndarray], dimension: int,
-                     label: str, progress: bool, workers: int = 1) -> np.ndarray:
-    """Unit-length embeddings of token-id lists (``len(encoded)`` x ``dimension``), in the lists' order.
+                     label: str, progress: bool, workers: int = 1,
+                     pooling: Callable[[Any, np.ndarray, np.ndarray], np.ndarray] = mean_pooled) -> np.ndarray:
+    """Unit-length embeddings of token-id lists (``len(encoded)`` x ``dimension``), in the lists' order
+    (``pooling``: what a text's row is made of, by default :func:`mean_pooled`).
 
     They are computed ``batch_size`` at a time in ``order`` (lists of similar length together: little
     padding), each batch padded with ``pad`` to its longest list and the padding masked out; ``embed``
@@ -349,7 +359,7 @@ def embed_in_batches(session: Any, encoded: Sequence[Sequence[int]], order: Sequ
         for row, i in enumerate(batch):
             ids[row, : len(encoded[i])] = encoded[i]
             mask[row, : len(encoded[i])] = True
-        out[batch] = mean_pooled(session, embed(ids), mask)
+        out[batch] = pooling(session, embed(ids), mask)
         return len(batch)
 
     batches = [list(order[start : start + batch_size]) for start in range(0, len(order), batch_size)]

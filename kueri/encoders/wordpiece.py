@@ -119,11 +119,20 @@ class WordPieceTokenizer:
             start = end
         return tuple(pieces)
 
-    def encode(self, text: str) -> list[int]:
-        budget = self.max_length - 2  # room for [CLS] and [SEP]
+    def pieces(self, text: str, budget: int) -> list[int]:
+        """The word pieces of ``text`` (no ``[CLS]``, ``[SEP]``), at most ``budget``."""
         ids: list[int] = []
         for word in pre_tokenise(normalise(text)):
             ids.extend(self._pieces(word))
             if len(ids) >= budget:
                 break
-        return [self.cls, *ids[:budget], self.sep]
+        return ids[:budget]
+
+    def encode(self, text: str) -> list[int]:
+        return [self.cls, *self.pieces(text, self.max_length - 2), self.sep]  # room for [CLS] and [SEP]
+
+    def encode_pair(self, first: str, second: str) -> list[int]:
+        """``[CLS] first [SEP] second [SEP]``, at most ``max_length`` ids: ``second`` is cut, as a cross-encoder's
+        tokenizer cuts the longer segment (``first`` is a short hypothesis)."""
+        head = self.pieces(first, self.max_length - 3)
+        return [self.cls, *head, self.sep, *self.pieces(second, self.max_length - 3 - len(head)), self.sep]

@@ -11,21 +11,24 @@ from kueri.stages.base import Context, Option, StageDefaults, StageKind
 
 @dataclass(frozen=True)
 class Stance(StageDefaults):
-    """Labels the top ``depth`` hits of each topic (None: every hit); the others keep Q0."""
+    """Labels the top ``depth`` hits of each topic (None: every hit) with ``model_name`` (a shipped model's name or a
+    model file); the others keep Q0."""
 
     depth: int | None
+    model_name: str = "stance-v1"
     name = "stance"
     needs_objects = True
     adds = ("stance",)
 
     def summary(self) -> str:
-        return f"stance of the top {self.depth}" if self.depth else "stance of every hit"
+        which = f" ({self.model_name})" if self.model_name != "stance-v1" else ""
+        return (f"stance of the top {self.depth}" if self.depth else "stance of every hit") + which
 
     def model(self, context: Context) -> Any:
         """The stance model, loaded once per context."""
-        from kueri.stance import StanceModel
+        from kueri.stance import load_model
 
-        return context.shared("stance-model", StanceModel.load)
+        return context.shared(("stance-model", self.model_name), lambda: load_model(self.model_name))
 
     def apply(self, run: Run, context: Context) -> Run:
         from kueri.processes import resolve_workers
@@ -44,10 +47,12 @@ class Stance(StageDefaults):
 
 
 def build(config: Any) -> Stance | None:
-    return Stance(config.stance_depth) if config.stance_depth else None
+    return Stance(config.stance_depth, config.stance_model) if config.stance_depth else None
 
 
 KIND = StageKind("stance", build, options=(
     Option("stance_depth", "--stance-depth", "label the stance of the top N hits per topic (0: none)", type=int,
            metavar="N", off=0),
+    Option("stance_model", "--stance-model", "the stance model: stance-v1 (TF-IDF sentence votes), stance-v2 "
+           "(kueri's fine-tuned stance encoder's votes) or a model file", metavar="MODEL"),
 ), summary="stance labels of the top hits")

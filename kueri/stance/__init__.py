@@ -15,9 +15,9 @@ from kueri.stance.label import (
     label_run,
     needed_ids,
 )
-from kueri.stance.model import DEFAULT_MODEL, LABELS, Explanation, StanceModel
+from kueri.stance.model import DEFAULT_MODEL, LABELS, SHIPPED, Explanation, StanceModel, load_model
 
 __all__ = [
-    "DEFAULT_DEPTH", "DEFAULT_MODEL", "LABELS", "Explanation", "LabelSummary", "StanceModel", "corpus_texts",
-    "explain_run", "index_texts", "label_run", "needed_ids",
+    "DEFAULT_DEPTH", "DEFAULT_MODEL", "LABELS", "SHIPPED", "Explanation", "LabelSummary", "StanceModel",
+    "corpus_texts", "explain_run", "index_texts", "label_run", "load_model", "needed_ids",
 ]

@@ -103,9 +103,11 @@ def label_run(
             continue
         matcher = ObjectMatcher(*topic.objects)  # once per topic: it compiles the objects' patterns
         contents = _lookup(texts, [hit.doc for hit in hits[:cut]], qid)
+        passages = [mask_passage(text or "", matcher) for text in contents]
+        model.prefetch(passages)  # a topic's sentence votes in one batch
         head = []
-        for hit, text in zip(hits[:cut], contents, strict=True):
-            stance = model.label_masked(mask_passage(text or "", matcher))
+        for hit, passage in zip(hits[:cut], passages, strict=True):
+            stance = model.label_masked(passage)
             counts[stance] += 1
             head.append(Hit(hit.doc, hit.score, stance))
         labelled[qid] = head + list(hits[cut:])

@@ -34,7 +34,14 @@ describes them (a product list, a news item). Three steps, in this order:
 The label is the class with the highest resulting score. Both knobs can be changed at run time
 (:meth:`StanceModel.with_decision`, ``kueri stance --priors/--neutral-gate``).
 
-Prediction is plain numpy; scikit-learn is needed only for training.
+**Where the sentence votes come from.** ``stance-v1.npz`` takes them from its TF-IDF sentence model;
+``stance-v2.npz`` (header ``"votes": "encoder"``) from kueri's fine-tuned cross-encoder
+(:mod:`kueri.encoders.cross`, the file named by its ``"encoder"`` header beside it), which reads the whole
+masked sentence and sees which object it favours; its passage model was trained on those votes. The
+encoder scores every distinct sentence naming both objects once (:meth:`StanceModel.prefetch` takes a
+topic's passages in one batch).
+
+Prediction is plain numpy (and onnxruntime for the encoder's votes); scikit-learn and JAX only train.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -54,8 +61,15 @@ from kueri.records import STANCES as LABELS  # passage classes in the order of t
 from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, sentence_sentiments
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
+if TYPE_CHECKING:  # onnxruntime is loaded only by a model that reads the encoder
+    from kueri.encoders.cross import StanceEncoder
+
 DEFAULT_MODEL = resources.path("models", "stance-v1.npz")
 MODEL_FORMAT = 1
+#: Where a model's sentence votes come from: its TF-IDF sentence model, or kueri's stance encoder.
+VOTE_SOURCES = ("tfidf", "encoder")
+#: Sentence votes a model keeps (a full-size run has a few tens of thousands of sentences naming both objects).
+KEPT_VOTES = 200_000
 #: Sentence classes (CompSent-19): BETTER = OBJ1 is better than OBJ2.
 SENTENCE_LABELS = ("BETTER", "WORSE", "NONE")
 # Exchanging the objects exchanges these rows.
@@ -107,7 +121,8 @@ class Explanation(NamedTuple):
 class StanceModel:
     """The shipped stance model; :meth:`label` maps (passage text, first object, second object) to a label."""
 
-    def __init__(self, meta: Mapping[str, object], sentence: LinearSoftmax, passage: LinearSoftmax) -> None:
+    def __init__(self, meta: Mapping[str, object], sentence: LinearSoftmax, passage: LinearSoftmax,
+                 folder: Path | None = None) -> None:
         if meta.get("format") != MODEL_FORMAT:
             raise SetupError(f"stance model format {meta.get('format')!r} is not {MODEL_FORMAT}: "
                              "rebuild it with `python scripts/train_stance.py`")
@@ -124,6 +139,18 @@ class StanceModel:
         self.train_priors, self.target_priors = train, target
         self._shift = target / train
         self.neutral_gate = float(meta.get("neutral_gate", 0.0))  # type: ignore[arg-type]
+        self.votes_from = str(meta.get("votes", "tfidf"))
+        if self.votes_from not in VOTE_SOURCES:
+            raise SetupError(f"stance model votes from {self.votes_from!r}, not one of {', '.join(VOTE_SOURCES)}: "
+                             "rebuild it with `python scripts/train_stance.py`")
+        # The encoder's file, beside the model's; it is opened on first use, in the process that labels.
+        self.folder = folder if folder is not None else DEFAULT_MODEL.parent
+        self._encoder: StanceEncoder | None = None
+        self._votes: dict[tuple[str, ...], np.ndarray] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        # Sent to worker processes and Ray tasks without the encoder's session (not picklable) or its cache.
+        return {**self.__dict__, "_encoder": None, "_votes": {}}
 
     # -- files ---------------------------------------------------------------------------------
 
@@ -133,7 +160,7 @@ class StanceModel:
             parts = {name: LinearSoftmax(read_block(arrays, name), arrays[f"{name}_coef"], arrays[f"{name}_intercept"],
                                          arrays[f"{name}_dense_mean"], arrays[f"{name}_dense_scale"])
                      for name in ("sentence", "passage")}
-            return cls(meta, parts["sentence"], parts["passage"])
+            return cls(meta, parts["sentence"], parts["passage"], Path(path).parent)
 
         return load_model_file(path, "stance model", "`python scripts/train_stance.py`", build)
 
@@ -154,8 +181,34 @@ class StanceModel:
         backward = self.sentence.probabilities(ngrams(swap_tokens(masked)))
         return (forward + backward[_SENTENCE_SWAP]) / 2.0
 
+    @property
+    def encoder(self) -> StanceEncoder:
+        """The stance encoder that gives a ``"votes": "encoder"`` model's votes (opened on first use)."""
+        if self._encoder is None:
+            from kueri.encoders.cross import StanceEncoder
+
+            self._encoder = StanceEncoder(self.folder / str(self.meta["encoder"]))
+        return self._encoder
+
+    def prefetch(self, passages: Sequence[MaskedPassage]) -> None:
+        """Score the sentences naming both objects of ``passages`` that have no vote yet, in one batch (a model
+        whose votes come from the encoder; the others need none). Votes are kept for the model's life, up to
+        :data:`KEPT_VOTES` sentences."""
+        if self.votes_from != "encoder":
+            return
+        new = list(dict.fromkeys(key for passage in passages for s in passage.sentences
+                                 if OBJ1 in s and OBJ2 in s and (key := tuple(s)) not in self._votes))
+        if not new:
+            return
+        if len(self._votes) + len(new) > KEPT_VOTES:
+            self._votes.clear()
+        self._votes.update(zip(new, self.encoder.probabilities(new), strict=True))
+
     def sentence_votes(self, passage: MaskedPassage) -> list[np.ndarray | None]:
         """P(BETTER, WORSE, NONE) of each sentence naming both objects, None for the others."""
+        if self.votes_from == "encoder":
+            self.prefetch([passage])
+            return [self._votes[tuple(s)] if OBJ1 in s and OBJ2 in s else None for s in passage.sentences]
         return [self.sentence_probabilities(s) if OBJ1 in s and OBJ2 in s else None for s in passage.sentences]
 
     def _one_way(self, passage: MaskedPassage, votes: Sequence[np.ndarray | None],
@@ -257,9 +310,18 @@ class StanceModel:
             if not 0.0 <= neutral_gate <= 1.0:
                 raise KueriError(f"stance NEUTRAL gate must be in [0, 1], not {neutral_gate}")
             meta["neutral_gate"] = float(neutral_gate)
-        return StanceModel(meta, self.sentence, self.passage)
+        return StanceModel(meta, self.sentence, self.passage, self.folder)
 
 
+#: The shipped stance models by name (``RunConfig.stance_model``, ``kueri stance --model``).
+SHIPPED = ("stance-v1", "stance-v2")
 
 
+def load_model(name: str | Path) -> StanceModel:
+    """A shipped stance model by name (:data:`SHIPPED`), or the model file ``name``."""
+    if str(name) in SHIPPED:
+        return StanceModel.load(resources.path("models", f"{name}.npz"))
+    if not Path(name).is_file():
+        raise KueriError(f"unknown stance model {str(name)!r}: use {' or '.join(SHIPPED)}, or a model file")
+    return StanceModel.load(name)
 
