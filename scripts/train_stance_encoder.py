@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Fine-tune kueri's stance encoder, ``kueri/resources/models/stance-encoder-v1.npz`` (see kueri.encoders.cross).
+
+    .venv/bin/pip install -e '.[train]'
+    .venv/bin/python scripts/train_stance_encoder.py [--out PATH] [--heldout] [--epochs 3] [--layers 2]
+
+A cross-encoder over ("obj1 is better than obj2", a CompSent-19 sentence with its objects masked), labels
+BETTER / WORSE / NONE, each sentence also seen with its objects exchanged (labels exchanged). Only CompSent-19
+(``kueri/resources/training/compsent19-train.csv``): never the stance training set's answers (the passage
+model learns from those, with this model's votes as features) and never the 2022 judgments.
+
+What is trained: MiniLM's top ``--layers`` layers and a linear head on ``[CLS]``, in float32, from the weights
+its package ships; the lower layers stay as shipped, so their outputs are computed once, by kueri's own graph
+(onnxruntime), and the top layers are trained on them with JAX (CPU). The exported layers run through that
+same graph at prediction time. Seeded: the same machine gives the same file (its SHA-256 is printed and
+kept in ``kueri/resources/models/SHA256SUMS``).
+
+``--heldout``: fit on CompSent-19's training half (kueri.stance.features.in_training_half of the sentence id)
+and report macro-F1 and per-class F1 on the other half, beside the TF-IDF sentence model of
+``scripts/train_stance.py`` fitted on the same half; nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+
+# JAX on the CPU (set before jax is imported).
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_stance import COMPSENT, SWAP_LABEL, f1_report, fit_sentence_model, load_compsent  # noqa: E402
+
+from kueri.cli.script import run_script, script_parser  # noqa: E402
+from kueri.encoders.bert_graph import BertEncoder, BertLayer, FloatLinear, build_graph, open_session  # noqa: E402
+from kueri.encoders.cross import (  # noqa: E402
+    HYPOTHESIS,
+    LABELS,
+    MODEL,
+    StanceEncoder,
+    TunedWeights,
+    base_weights,
+    encode_inputs,
+    masked_text,
+    pair_tokenizer,
+)
+from kueri.encoders.minilm import MODEL_SHA256  # noqa: E402
+from kueri.stance.features import in_training_half, swap_tokens  # noqa: E402
+
+SEED = 20221
+BATCH = 32
+LEARNING_RATE = 1e-4
+WARMUP = 0.1  # share of the steps with a rising learning rate
+WEIGHT_DECAY = 0.01
+PARTS = ("q", "k", "v", "ao", "fi", "fo")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def examples(rows: list[tuple[str, list[str], str]]) -> tuple[list[str], list[int]]:
+    """Texts and label indices of ``rows`` followed by their object-exchanged twins."""
+    texts = [masked_text(t) for _, t, _ in rows] + [masked_text(swap_tokens(t)) for _, t, _ in rows]
+    labels = [y for *_, y in rows] + [SWAP_LABEL.get(y, y) for *_, y in rows]
+    return texts, [LABELS.index(y) for y in labels]
+
+
+def lower_states(encoded: list[list[int]], first_layer: int) -> list[np.ndarray]:
+    """The hidden states after MiniLM's first ``first_layer`` layers (kueri's graph), one array per input."""
+    base = base_weights()
+    encoder = base.encoder
+    if first_layer == 0:  # every layer is trained: the states are the normalised input embeddings
+        weight, bias = encoder.embedding_norm
+        out = []
+        for ids in encoded:
+            x = base.embeddings(np.asarray([ids], dtype=np.int64))[0]
+            mean = x.mean(-1, keepdims=True)
+            normal = (x - mean) / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + encoder.eps)
+            out.append((normal * weight + bias).astype(np.float32))
+        return out
+    lower = BertEncoder(encoder.name, encoder.hidden, encoder.heads, encoder.eps, encoder.embedding_norm,
+                        list(encoder.layers[:first_layer]))
+    session = open_session(build_graph(lower), 2)
+    out: list[np.ndarray] = [np.zeros(0)] * len(encoded)
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    for start in range(0, len(order), 64):
+        batch = order[start:start + 64]
+        width = max(len(encoded[i]) for i in batch)
+        ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=bool)
+        for row, i in enumerate(batch):
+            ids[row, :len(encoded[i])], mask[row, :len(encoded[i])] = encoded[i], True
+        bias = np.where(mask, 0.0, -1e9).astype(np.float32)[:, None, None, :]
+        states = session.run(None, {"embeddings": base.embeddings(ids), "mask_bias": bias})[0]
+        for row, i in enumerate(batch):
+            out[i] = states[row, :len(encoded[i])]
+    return out
+
+
+def initial_parameters(first_layer: int, rng: np.random.Generator) -> dict:
+    """The base's top layers as float32, and a head drawn from N(0, 0.02) (BERT's initialisation)."""
+    encoder = base_weights().encoder
+    layers = []
+    for layer in encoder.layers[first_layer:]:
+        params = {}
+        for part in PARTS:
+            linear = layer.linear[part]
+            params[part] = {"w": linear.weight() if hasattr(linear, "values") else linear.weight,
+                            "b": np.asarray(linear.bias, dtype=np.float32)}
+        params["aln"] = {"w": layer.attention_norm[0], "b": layer.attention_norm[1]}
+        params["oln"] = {"w": layer.output_norm[0], "b": layer.output_norm[1]}
+        layers.append(params)
+    head = {"w": (rng.standard_normal((encoder.hidden, len(LABELS))) * 0.02).astype(np.float32),
+            "b": np.zeros(len(LABELS), dtype=np.float32)}
+    return {"layers": layers, "head": head}
+
+
+def forward(params: dict, states, mask_bias, heads: int, eps: float):
+    """Logits of the first token after the trainable layers: kueri's graph (bert_graph.build_graph) in JAX."""
+    import jax
+    import jax.numpy as jnp
+
+    def norm(x, p):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + eps) * p["w"] + p["b"]
+
+    x = states
+    batch, tokens, hidden = x.shape
+    size = hidden // heads
+    for p in params["layers"]:
+        def split(y):
+            return y.reshape(batch, tokens, heads, size).transpose(0, 2, 1, 3)
+
+        q, k, v = (split(x @ p[n]["w"] + p[n]["b"]) for n in "qkv")
+        scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + mask_bias
+        context = (jax.nn.softmax(scores, axis=-1) @ v).transpose(0, 2, 1, 3).reshape(batch, tokens, hidden)
+        x = norm(x + context @ p["ao"]["w"] + p["ao"]["b"], p["aln"])
+        middle = jax.nn.gelu(x @ p["fi"]["w"] + p["fi"]["b"], approximate=False)
+        x = norm(x + middle @ p["fo"]["w"] + p["fo"]["b"], p["oln"])
+    return x[:, 0, :] @ params["head"]["w"] + params["head"]["b"]
+
+
+def batches_of(states: list[np.ndarray], labels: list[int]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Inputs of similar length together, padded to a multiple of 8 (few shapes to compile)."""
+    order = sorted(range(len(states)), key=lambda i: (len(states[i]), i))
+    out = []
+    for start in range(0, len(order), BATCH):
+        chosen = order[start:start + BATCH]
+        width = -(-max(len(states[i]) for i in chosen) // 8) * 8
+        x = np.zeros((len(chosen), width, states[0].shape[1]), dtype=np.float32)
+        bias = np.full((len(chosen), 1, 1, width), -1e9, dtype=np.float32)
+        for row, i in enumerate(chosen):
+            x[row, :len(states[i])] = states[i]
+            bias[row, ..., :len(states[i])] = 0.0
+        out.append((x, bias, np.array([labels[i] for i in chosen], dtype=np.int32)))
+    return out
+
+
+def train(texts: list[str], labels: list[int], layers: int, epochs: int, learning_rate: float = LEARNING_RATE,
+          log: bool = True) -> TunedWeights:
+    """Fine-tune MiniLM's top ``layers`` layers and a head on ``texts`` (see the module)."""
+    import jax
+    import jax.numpy as jnp
+
+    started = time.perf_counter()
+    encoder = base_weights().encoder
+    first_layer = len(encoder.layers) - layers
+    encoded = encode_inputs(pair_tokenizer(), texts)
+    batches = batches_of(lower_states(encoded, first_layer), labels)
+    if log:
+        print(f"  lower layers of {len(texts)} inputs in {time.perf_counter() - started:.0f} s", flush=True)
+    rng = np.random.default_rng(SEED)
+    params = jax.tree_util.tree_map(jnp.asarray, initial_parameters(first_layer, rng))
+    heads, eps = encoder.heads, encoder.eps
+
+    def loss(p, x, bias, y):
+        logits = forward(p, x, bias, heads, eps)
+        return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(len(y)), y])
+
+    steps = epochs * len(batches)
+    warm = max(1, int(WARMUP * steps))
+
+    @jax.jit
+    def step(p, m, v, t, x, bias, y):
+        value, grads = jax.value_and_grad(loss)(p, x, bias, y)
+        rate = learning_rate * jnp.minimum(t / warm, (steps - t) / (steps - warm))
+        m = jax.tree_util.tree_map(lambda a, g: 0.9 * a + 0.1 * g, m, grads)
+        v = jax.tree_util.tree_map(lambda a, g: 0.999 * a + 0.001 * g * g, v, grads)
+        correction = jnp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+
+        def update(w, a, b):  # AdamW: decoupled weight decay on matrices only
+            decay = WEIGHT_DECAY * w if w.ndim == 2 else 0.0
+            return w - rate * (correction * a / (jnp.sqrt(b) + 1e-8) + decay)
+
+        return jax.tree_util.tree_map(update, p, m, v), m, v, value
+
+    m = jax.tree_util.tree_map(jnp.zeros_like, params)
+    v = jax.tree_util.tree_map(jnp.zeros_like, params)
+    t = 0
+    for epoch in range(epochs):
+        epoch_started = time.perf_counter()
+        total = 0.0
+        for index in np.random.default_rng(SEED + 1 + epoch).permutation(len(batches)):
+            x, bias, y = batches[index]
+            t += 1
+            params, m, v, value = step(params, m, v, jnp.float32(t), x, bias, y)
+            total += float(value) * len(y)
+        if log:
+            print(f"  epoch {epoch + 1}/{epochs}: loss {total / len(labels):.4f}, "
+                  f"{time.perf_counter() - epoch_started:.0f} s", flush=True)
+    host = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype=np.float32), params)
+    tuned_layers = tuple(BertLayer({part: FloatLinear(p[part]["w"], p[part]["b"]) for part in PARTS},
+                                   (p["aln"]["w"], p["aln"]["b"]), (p["oln"]["w"], p["oln"]["b"]))
+                         for p in host["layers"])
+    meta = {"labels": list(LABELS), "hypothesis": HYPOTHESIS, "first_layer": first_layer,
+            "base_sha256": MODEL_SHA256, "training": {"compsent19-train.csv": sha256(COMPSENT)},
+            "epochs": epochs, "batch": BATCH, "learning_rate": learning_rate, "seed": SEED,
+            "weight_decay": WEIGHT_DECAY, "jax": jax.__version__}
+    return TunedWeights(meta, tuned_layers, FloatLinear(host["head"]["w"], host["head"]["b"]))
+
+
+def heldout(layers: int, epochs: int, learning_rate: float, scratch: Path) -> None:
+    rows = load_compsent()
+    fit = [r for r in rows if in_training_half(r[0])]
+    test = [r for r in rows if not in_training_half(r[0])]
+    texts, labels = examples(fit)
+    tuned = train(texts, labels, layers, epochs, learning_rate)
+    scratch.mkdir(parents=True, exist_ok=True)
+    path = scratch / "stance-encoder-heldout.npz"
+    tuned.save(path)
+    gold = [y for *_, y in test]
+    cross = StanceEncoder(path).probabilities([t for _, t, _ in test])
+    predicted = [LABELS[int(i)] for i in np.argmax(cross, axis=1)]
+    sentence = fit_sentence_model(fit)
+    from kueri.stance.model import StanceModel  # the TF-IDF sentence model's symmetric probabilities
+
+    holder = StanceModel.__new__(StanceModel)
+    holder.sentence = sentence
+    tfidf = np.array([holder.sentence_probabilities(t) for _, t, _ in test])
+    for name, probabilities in (("stance encoder", cross), ("TF-IDF sentence model", tfidf)):
+        predicted = [LABELS[int(i)] for i in np.argmax(probabilities, axis=1)]
+        report = f1_report(gold, predicted, LABELS)
+        per_class = " ".join(f"{label} {report[label]:.3f}" for label in LABELS)
+        print(f"{name}: held-out macro-F1 {report['macro']:.4f} ({per_class}) on {len(test)} sentences")
+
+
+def main() -> int:
+    parser = script_parser(__doc__, quiet=False)
+    parser.add_argument("--out", type=Path, default=MODEL, help="the model file to write (%(default)s)")
+    parser.add_argument("--layers", type=int, default=2, help="top layers to fine-tune (%(default)s)")
+    parser.add_argument("--epochs", type=int, default=3, help="passes over the data (%(default)s)")
+    parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE, help="peak (%(default)s)")
+    parser.add_argument("--heldout", action="store_true", help="fit on half of CompSent-19, report on the rest")
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/kueri-stance-encoder"),
+                        help="where --heldout keeps its model (%(default)s)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    if args.heldout:
+        heldout(args.layers, args.epochs, args.learning_rate, args.scratch)
+    else:
+        texts, labels = examples(load_compsent())
+        train(texts, labels, args.layers, args.epochs, args.learning_rate).save(args.out)
+        print(f"wrote {args.out}: sha256 {sha256(args.out)}")
+    print(f"done in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    run_script(main)
