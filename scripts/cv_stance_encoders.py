@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Cross-validate today's stance model against passage models that also read the sentence encoders.
+"""Cross-validate today's stance model against passage models that also read the encoders.
 
     .venv/bin/python scripts/cv_stance_encoders.py --cache DIR [--repeats 3] [--folds 5] [--inner 2]
-        [--candidates today +both today-dense dense+enc] [--sentence-probe]
+        [--candidates today +both today-dense dense+enc votes votes-dense today+votes] [--sentence-probe]
 
 Only data the project may train on: the stance training set (445 usable answers) and CompSent-19 (the
 sentence model, trained on all of it as shipped: it never sees a stance-train answer). Never the 2022
@@ -21,7 +21,13 @@ TF-IDF of masked n-grams beside standardised dense features, logistic regression
 
 * ``today``: the shipped features (TF-IDF + 19 dense);
 * ``+e5``, ``+minilm``, ``+both``: the shipped features plus the encoder features;
-* ``today-dense`` and ``dense+enc``: the same without TF-IDF (19 dense features; 19 + 14), cheap to fit.
+* ``today-dense`` and ``dense+enc``: the same without TF-IDF (19 dense features; 19 + 14), cheap to fit;
+* ``votes``: the shipped features with the sentence votes (P(BETTER, WORSE, NONE) of each sentence naming both
+  objects) of kueri's fine-tuned stance encoder (:mod:`kueri.encoders.cross`, ``--stance-encoder``) in place of
+  the TF-IDF sentence model's; ``votes-dense``: the same without TF-IDF; ``today+votes``: the shipped features
+  plus the encoder votes' five aggregates (sums, maxima, comparative maximum) beside the TF-IDF model's.
+  The stance encoder is trained on CompSent-19 only, so it has never seen a stance-train answer; the NEUTRAL
+  gate of these candidates reads its votes (at its own CompSent-19 comparative base rate).
 
 Each is scored with two decisions: ``shipped`` (uniform priors, NEUTRAL gate at CompSent-19's comparative
 rate, NO for a passage naming neither object: what ``kueri stance`` does) and ``tuned`` (priors and gate
@@ -80,6 +86,9 @@ ENCODER_FEATURES = ("better1_mean", "better2_mean", "better1_max", "better2_max"
                     "question")
 # Columns exchanged by swapping the objects.
 ENCODER_SWAP = [1, 0, 3, 2, 4, 5, 6]
+#: The dense features that read the sentence votes (the rest are counts, positions and sentiment).
+VOTE_FEATURES = ("better_sum", "worse_sum", "better_max", "worse_max", "comparative_max")
+EMBEDDING_CANDIDATES = {"+e5", "+minilm", "+both", "dense+enc"}
 
 
 def raw_rows() -> list[tuple[str, str, str, str]]:
@@ -125,8 +134,8 @@ def encoder_features(passages: np.ndarray, questions: np.ndarray, proto: np.ndar
 
 def embed_all(cache: Path, rows: list[tuple[str, str, str, str]]) -> dict[str, np.ndarray]:
     """Encoder features of each row, per encoder (forward direction)."""
-    from kueri.second_stage.e5 import E5Encoder
-    from kueri.second_stage.minilm import MiniLMEncoder
+    from kueri.encoders.e5 import E5Encoder
+    from kueri.encoders.minilm import MiniLMEncoder
 
     answers = [answer for _, answer, _, _ in rows]
     questions = [question for question, _, _, _ in rows]
@@ -153,11 +162,37 @@ def embed_all(cache: Path, rows: list[tuple[str, str, str, str]]) -> dict[str, n
     return out
 
 
+def encoder_votes(path: Path, passages: list) -> list[list[np.ndarray | None]]:
+    """The stance encoder's votes for each sentence naming both objects of each passage (None for the others)."""
+    from kueri.encoders.cross import StanceEncoder
+    from kueri.stance.features import OBJ1, OBJ2
+
+    both = sorted({tuple(s) for p in passages for s in p.sentences if OBJ1 in s and OBJ2 in s})
+    started = time.perf_counter()
+    probabilities = StanceEncoder(path).probabilities([list(s) for s in both]) if both else np.zeros((0, 3))
+    print(f"  stance encoder: {len(both)} sentences in {time.perf_counter() - started:.0f} s", flush=True)
+    found = dict(zip(both, probabilities, strict=True))
+    return [[found.get(tuple(s)) for s in p.sentences] for p in passages]
+
+
+def dense_with_votes(rows: list, votes: list[list[np.ndarray | None]]) -> np.ndarray:
+    """The 19 dense features of each row, then of its object-swapped twin, with the given votes."""
+    from kueri.stance.features import dense_features, sentence_sentiments
+
+    forward, backward = [], []
+    for (_, passage, _), passage_votes in zip(rows, votes, strict=True):
+        sentiments = sentence_sentiments(passage)
+        forward.append(dense_features(passage, passage_votes, sentiments))
+        swapped = [v[[1, 0, 2]] if v is not None else None for v in passage_votes]
+        backward.append(dense_features(passage.swapped(), swapped, sentiments))
+    return np.array(forward + backward, dtype=np.float64)
+
+
 def sentence_probe(cache: Path) -> None:
     """Do the encoders tell the direction of a single comparative sentence? CompSent-19's BETTER and WORSE
     sentences: is the sentence closer to "A is better than B" (mean of two templates) than to "B ... A"?"""
-    from kueri.second_stage.e5 import E5Encoder
-    from kueri.second_stage.minilm import MiniLMEncoder
+    from kueri.encoders.e5 import E5Encoder
+    from kueri.encoders.minilm import MiniLMEncoder
 
     with open(COMPSENT, encoding="utf-8", newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["most_frequent_label"] in ("BETTER", "WORSE")]
@@ -238,9 +273,12 @@ def main() -> int:
                         help="the regressions' tolerance (%(default)s; the shipped fit uses 1e-6, 8x slower, "
                         "probabilities within about 0.01)")
     parser.add_argument("--candidates", nargs="+", default=["today", "+both", "today-dense", "dense+enc"],
-                        choices=["today", "+e5", "+minilm", "+both", "today-dense", "dense+enc"],
+                        choices=["today", "+e5", "+minilm", "+both", "today-dense", "dense+enc", "votes",
+                                 "votes-dense", "today+votes"],
                         help="models to compare; the first is the baseline (%(default)s)")
     parser.add_argument("--folds", type=int, default=5, help="folds per assignment (%(default)s)")
+    parser.add_argument("--stance-encoder", type=Path, default=None,
+                        help="the stance encoder file (default: the shipped one)")
     parser.add_argument("--sentence-probe", action="store_true",
                         help="only the sentence probe: do the encoders tell a CompSent-19 sentence's direction?")
     args = parser.parse_args()
@@ -268,8 +306,20 @@ def main() -> int:
                             for _, p, _ in rows])
     named = np.array([OBJ1 in p.tokens or OBJ2 in p.tokens for _, p, _ in rows])
 
-    features = embed_all(args.cache, raw)
+    features = embed_all(args.cache, raw) if EMBEDDING_CANDIDATES & set(args.candidates) else {}
     print(f"encoder features ready after {time.perf_counter() - started:.0f} s", flush=True)
+    vote_dense, vote_comparative = dense, comparative
+    if {"votes", "votes-dense", "today+votes"} & set(args.candidates):
+        from kueri.encoders.cross import MODEL
+
+        path = args.stance_encoder or MODEL
+        votes = encoder_votes(path, [p for _, p, _ in rows])
+        vote_dense = dense_with_votes(rows, votes)
+        vote_comparative = np.array([max((float(v[0] + v[1]) for v in vs if v is not None), default=0.0)
+                                     for vs in votes])
+    from kueri.stance.features import DENSE_FEATURES
+
+    vote_columns = [DENSE_FEATURES.index(name) for name in VOTE_FEATURES]
 
     def with_encoders(*names: str) -> np.ndarray:
         blocks = [dense]
@@ -279,14 +329,17 @@ def main() -> int:
         return np.hstack(blocks)
 
     every = {
-        "today": (dense, True),
-        "today-dense": (dense, False),
-        "+e5": (with_encoders("e5"), True),
-        "+minilm": (with_encoders("minilm"), True),
-        "+both": (with_encoders("e5", "minilm"), True),
-        "dense+enc": (with_encoders("e5", "minilm"), False),
+        "today": (lambda: dense, True, comparative),
+        "today-dense": (lambda: dense, False, comparative),
+        "+e5": (lambda: with_encoders("e5"), True, comparative),
+        "+minilm": (lambda: with_encoders("minilm"), True, comparative),
+        "+both": (lambda: with_encoders("e5", "minilm"), True, comparative),
+        "dense+enc": (lambda: with_encoders("e5", "minilm"), False, comparative),
+        "votes": (lambda: vote_dense, True, vote_comparative),
+        "votes-dense": (lambda: vote_dense, False, vote_comparative),
+        "today+votes": (lambda: np.hstack([dense, vote_dense[:, vote_columns]]), True, vote_comparative),
     }
-    candidates = {name: every[name] for name in args.candidates}
+    candidates = {name: (every[name][0](), *every[name][1:]) for name in args.candidates}
     grid = [(priors, g) for priors, g in itertools.product(("uniform", "training"), (0.0, gate, 0.5))]
 
     def shift_of(priors: str, train_labels: list[str]) -> np.ndarray:
@@ -296,14 +349,14 @@ def main() -> int:
     results: dict[str, dict[str, list]] = {name: {"shipped": [], "tuned": [], "choices": []} for name in candidates}
     for repeat in range(args.repeats):
         fold_of = [hashlib.md5(f"{repeat}:{qid}".encode()).digest()[0] % args.folds for qid, _, _ in rows]
-        for name, (matrix, use_tfidf) in candidates.items():
+        for name, (matrix, use_tfidf, compares) in candidates.items():
             predicted = {"shipped": [""] * n, "tuned": [""] * n}
             for k in range(args.folds):
                 train = [i for i in range(n) if fold_of[i] != k]
                 test = [i for i in range(n) if fold_of[i] == k]
                 train_labels = [gold[i] for i in train]
                 p = fit_predict(terms, matrix, labels, n, train, test, use_tfidf, args.tol)
-                for i, label in zip(test, decide(p, shift_of("uniform", train_labels), gate, comparative[test],
+                for i, label in zip(test, decide(p, shift_of("uniform", train_labels), gate, compares[test],
                                                  named[test]), strict=True):
                     predicted["shipped"][i] = label
                 # Inner CV: out-of-fold probabilities of the training part choose priors and gate.
@@ -317,11 +370,11 @@ def main() -> int:
                                                       args.tol)
 
                 inner_scores = [f1_report(train_labels, decide(inner_p[train], shift_of(priors, train_labels), g,
-                                                               comparative[train], named[train]), LABELS)["macro"]
+                                                               compares[train], named[train]), LABELS)["macro"]
                                 for priors, g in grid]
                 best = grid[int(np.argmax(inner_scores))]  # ties: the grid's first (uniform, no gate)
                 results[name]["choices"].append(best)
-                for i, label in zip(test, decide(p, shift_of(best[0], train_labels), best[1], comparative[test],
+                for i, label in zip(test, decide(p, shift_of(best[0], train_labels), best[1], compares[test],
                                                  named[test]), strict=True):
                     predicted["tuned"][i] = label
             for decision in ("shipped", "tuned"):

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Rebuild the stance model, ``kueri/resources/models/stance-v1.npz`` (see :mod:`kueri.stance.model`).
 
-    .venv/bin/python scripts/train_stance.py [--cv] [--out PATH] [--no-save]
+    .venv/bin/python scripts/train_stance.py [--cv] [--out PATH] [--no-save] [--votes tfidf|encoder]
+
+``--votes encoder`` rebuilds ``stance-v2.npz`` instead: the same, but its passage model reads the sentence votes
+of kueri's stance encoder (``stance-encoder-v1.npz``, ``scripts/train_stance_encoder.py``) in place of the
+TF-IDF sentence model's.
 
 Training data (copied into the repository, never read from elsewhere; never the 2022 stance qrels):
 
@@ -61,6 +65,9 @@ from kueri.stance.model import (
     StanceModel,
 )
 from kueri.tfidf import TfidfBlock
+
+ENCODER_MODEL = resources.path("models", "stance-encoder-v1.npz")
+V2_MODEL = resources.path("models", "stance-v2.npz")
 
 TRAINING = resources.path("training")
 COMPSENT = TRAINING / "compsent19-train.csv"
@@ -167,18 +174,27 @@ def passage_inputs(model: StanceModel, passages: list[MaskedPassage]) -> tuple[l
     return terms, np.array(dense, dtype=np.float64)
 
 
-def placeholder_meta(train_priors: list[float], gate: float = 0.0) -> dict[str, object]:
+#: A model's header saying where its sentence votes come from (kueri.stance.model): its TF-IDF sentence model (no
+#: key: stance-v1.npz rebuilds to the same bytes), or the stance encoder beside it.
+TFIDF_VOTES: dict[str, object] = {}
+ENCODER_VOTES: dict[str, object] = {"votes": "encoder", "encoder": ENCODER_MODEL.name}
+
+
+def placeholder_meta(train_priors: list[float], gate: float = 0.0,
+                     votes: dict[str, object] = TFIDF_VOTES) -> dict[str, object]:
     return {"format": MODEL_FORMAT, "labels": list(LABELS), "dense_features": list(DENSE_FEATURES),
-            "train_priors": train_priors, "target_priors": list(TARGET_PRIORS), "neutral_gate": gate}
+            "train_priors": train_priors, "target_priors": list(TARGET_PRIORS), "neutral_gate": gate, **votes}
 
 
-def training_inputs(sentence: LinearSoftmax, rows: list[tuple[str, MaskedPassage, str]]
-                    ) -> tuple[list[list[str]], np.ndarray, list[str]]:
+def training_inputs(sentence: LinearSoftmax, rows: list[tuple[str, MaskedPassage, str]],
+                    votes: dict[str, object] = TFIDF_VOTES) -> tuple[list[list[str]], np.ndarray, list[str]]:
     """(terms, dense features, labels) of ``rows`` followed by their object-swapped twins.
 
-    They depend on the sentence model only, so cross-validation computes them once and slices them.
+    They depend on the sentence model (``votes``) only, so cross-validation computes them once and slices them.
     """
-    holder = StanceModel(placeholder_meta([0.25] * 4), sentence, _empty_passage_model())
+    holder = StanceModel(placeholder_meta([0.25] * 4, votes=votes), sentence, _empty_passage_model(),
+                         ENCODER_MODEL.parent)
+    holder.prefetch([p for _, p, _ in rows])
     passages = [p for _, p, _ in rows] + [p.swapped() for _, p, _ in rows]
     labels = [y for *_, y in rows] + [SWAP_LABEL.get(y, y) for *_, y in rows]
     terms, dense = passage_inputs(holder, passages)
@@ -189,7 +205,7 @@ def fit_stance_model(sentence: LinearSoftmax, rows: list[tuple[str, MaskedPassag
                      c: float = PASSAGE_C, dense_weight: float = DENSE_WEIGHT,
                      meta: dict[str, object] | None = None,
                      inputs: tuple[list[list[str]], np.ndarray, list[str]] | None = None,
-                     gate: float = 0.0) -> tuple[StanceModel, object]:
+                     gate: float = 0.0, votes: dict[str, object] = TFIDF_VOTES) -> tuple[StanceModel, object]:
     """The full model: ``sentence`` plus a passage model fitted on ``rows`` and their object-swapped twins.
 
     ``inputs``: :func:`training_inputs` of ``rows``, when already computed; ``gate``: the NEUTRAL gate of
@@ -203,7 +219,7 @@ def fit_stance_model(sentence: LinearSoftmax, rows: list[tuple[str, MaskedPassag
     # The swapped twins make FIRST and SECOND equally frequent; the priors are those of the doubled data.
     doubled = {label: counts[label] + counts[SWAP_LABEL.get(label, label)] for label in LABELS}
     train_priors = [doubled[label] / (2 * len(rows)) for label in LABELS]
-    terms, dense, labels = inputs if inputs is not None else training_inputs(sentence, rows)
+    terms, dense, labels = inputs if inputs is not None else training_inputs(sentence, rows, votes)
     vectorizer = _tfidf(MIN_DF)
     scaler = StandardScaler().fit(dense)
     scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
@@ -215,7 +231,8 @@ def fit_stance_model(sentence: LinearSoftmax, rows: list[tuple[str, MaskedPassag
     classifier = _logreg(c).fit(matrix(terms, dense, fitting=True), labels)
     coef, intercept = _ordered(classifier, LABELS)
     passage = LinearSoftmax(_block(vectorizer), coef, intercept, scaler.mean_.copy(), scale / dense_weight)
-    model = StanceModel({**placeholder_meta(train_priors, gate), **(meta or {})}, sentence, passage)
+    model = StanceModel({**placeholder_meta(train_priors, gate, votes), **(meta or {})}, sentence, passage,
+                        ENCODER_MODEL.parent)
 
     def reference(batch: list[MaskedPassage]) -> np.ndarray:
         batch_terms, batch_dense = passage_inputs(model, batch)
@@ -275,13 +292,13 @@ def evaluate_passages(model: StanceModel, rows: list[tuple[str, MaskedPassage, s
 
 
 def cross_validate(sentence: LinearSoftmax, rows: list[tuple[str, MaskedPassage, str]], folds: int = 5,
-                   repeats: int = 3) -> None:
+                   repeats: int = 3, votes: dict[str, object] = TFIDF_VOTES) -> None:
     """Print the cross-validated macro-F1 of a grid of settings, inside the training half.
 
     ``repeats`` times ``folds``-fold, folds by question id (MD5 of repeat number and id): a single split of
     ~200 answers is too noisy to choose anything by.
     """
-    terms, dense, labels = training_inputs(sentence, rows)
+    terms, dense, labels = training_inputs(sentence, rows, votes)
     n = len(rows)
 
     def subset(indices: list[int]) -> tuple[list[list[str]], np.ndarray, list[str]]:
@@ -299,7 +316,7 @@ def cross_validate(sentence: LinearSoftmax, rows: list[tuple[str, MaskedPassage,
                     train = [i for i in range(n) if fold_of[i] != k]
                     test = [rows[i] for i in range(n) if fold_of[i] == k]
                     model, _ = fit_stance_model(sentence, [rows[i] for i in train], c=c, dense_weight=weight,
-                                                inputs=subset(train))
+                                                inputs=subset(train), votes=votes)
                     gold, at_train = evaluate_passages(model, test, tuple(model.train_priors))
                     gold_all += gold
                     predicted["training"] += at_train
@@ -314,10 +331,14 @@ def cross_validate(sentence: LinearSoftmax, rows: list[tuple[str, MaskedPassage,
 def main() -> int:
     parser = script_parser(__doc__, quiet=False)
     parser.add_argument("--cv", action="store_true", help="print the cross-validation of the settings")
-    parser.add_argument("--out", type=Path, default=DEFAULT_MODEL, help="model file (%(default)s)")
+    parser.add_argument("--votes", choices=["tfidf", "encoder"], default="tfidf",
+                        help="the sentence votes the passage model reads (%(default)s; encoder: stance-v2)")
+    parser.add_argument("--out", type=Path, default=None, help="model file (stance-v1.npz, with encoder stance-v2.npz)")
     parser.add_argument("--no-save", action="store_true", help="evaluate only")
     args = parser.parse_args()
     started = time.perf_counter()
+    votes = ENCODER_VOTES if args.votes == "encoder" else TFIDF_VOTES
+    args.out = args.out or (V2_MODEL if args.votes == "encoder" else DEFAULT_MODEL)
 
     sentences = load_compsent()
     stance_rows = load_stance_train()
@@ -342,9 +363,9 @@ def main() -> int:
     print(f"stance-train split: {len(train)} training, {len(test)} held out "
           f"(held out: {dict(Counter(y for *_, y in test))})")
     if args.cv:
-        cross_validate(sentence, train)
+        cross_validate(sentence, train, votes=votes)
 
-    half_model, _ = fit_stance_model(sentence, train, gate=gate)
+    half_model, _ = fit_stance_model(sentence, train, gate=gate, votes=votes)
     results: dict[str, dict[str, float]] = {}
     reports = (
         ("as_shipped", "as shipped (uniform priors, NEUTRAL gate)", None),
@@ -362,13 +383,15 @@ def main() -> int:
 
     meta = {
         "trained_on": {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in (STANCE_TRAIN, COMPSENT)},
+        **({"encoder_sha256": hashlib.sha256(ENCODER_MODEL.read_bytes()).hexdigest()} if args.votes == "encoder"
+           else {}),
         "stance_train_rows": len(stance_rows),
         "settings": {"sentence_c": SENTENCE_C, "passage_c": PASSAGE_C, "min_df": MIN_DF,
                      "dense_weight": DENSE_WEIGHT},
         "held_out": {name: {k: round(v, 4) for k, v in report.items()} for name, report in results.items()},
         "compsent19_held_out": {k: round(v, 4) for k, v in s_report.items()},
     }
-    model, reference = fit_stance_model(sentence, stance_rows, meta=meta, gate=gate)
+    model, reference = fit_stance_model(sentence, stance_rows, meta=meta, gate=gate, votes=votes)
     passages = [p for _, p, _ in stance_rows]
     ours = np.array([model._one_way(p, model.sentence_votes(p), sentence_sentiments(p)) for p in passages])
     difference = float(np.abs(ours - reference(passages)).max())
