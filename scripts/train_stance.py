@@ -177,7 +177,11 @@ def passage_inputs(model: StanceModel, passages: list[MaskedPassage]) -> tuple[l
 #: A model's header saying where its sentence votes come from (kueri.stance.model): its TF-IDF sentence model (no
 #: key: stance-v1.npz rebuilds to the same bytes), or the stance encoder beside it.
 TFIDF_VOTES: dict[str, object] = {}
-ENCODER_VOTES: dict[str, object] = {"votes": "encoder", "encoder": ENCODER_MODEL.name}
+#: The encoder labels a topic's top ENCODER_DEPTH hits, stance-v1 the others: the most the default run's cost allows
+#: (docs/stance.md, "Cost").
+ENCODER_DEPTH = 20
+ENCODER_VOTES: dict[str, object] = {"votes": "encoder", "encoder": ENCODER_MODEL.name, "below": DEFAULT_MODEL.name,
+                                    "encoder_depth": ENCODER_DEPTH}
 
 
 def placeholder_meta(train_priors: list[float], gate: float = 0.0,

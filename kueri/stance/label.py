@@ -104,10 +104,10 @@ def label_run(
         matcher = ObjectMatcher(*topic.objects)  # once per topic: it compiles the objects' patterns
         contents = _lookup(texts, [hit.doc for hit in hits[:cut]], qid)
         passages = [mask_passage(text or "", matcher) for text in contents]
-        model.prefetch(passages)  # a topic's sentence votes in one batch
+        model.prefetch(passages[:model.encoder_depth])  # a topic's sentence votes in one batch
         head = []
-        for hit, passage in zip(hits[:cut], passages, strict=True):
-            stance = model.label_masked(passage)
+        for rank, (hit, passage) in enumerate(zip(hits[:cut], passages, strict=True), 1):
+            stance = model.at_rank(rank).label_masked(passage)
             counts[stance] += 1
             head.append(Hit(hit.doc, hit.score, stance))
         labelled[qid] = head + list(hits[cut:])
@@ -209,7 +209,7 @@ def explain_run(run: Run, topics: Iterable[Topic], texts: Texts, depth: int | No
             continue
         matcher = ObjectMatcher(*topic.objects)
         for rank, (hit, text) in enumerate(zip(head, _lookup(texts, [h.doc for h in head], qid), strict=True), 1):
-            explanation = model.explain(text or "", matcher)
+            explanation = model.at_rank(rank).explain(text or "", matcher)
             yield {"topic": qid, "rank": rank, "doc": hit.doc, "stance": explanation.label,
                    "sentence": explanation.sentence}
 

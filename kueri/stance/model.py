@@ -147,10 +147,27 @@ class StanceModel:
         self.folder = folder if folder is not None else DEFAULT_MODEL.parent
         self._encoder: StanceEncoder | None = None
         self._votes: dict[tuple[str, ...], np.ndarray] = {}
+        # A model whose votes cost an encoder may label only a topic's top hits itself, and hand the others to a
+        # fast model named in its header (the same labels that model gives alone).
+        depth = meta.get("encoder_depth")
+        self.encoder_depth = int(depth) if depth is not None else None  # type: ignore[call-overload]
+        self._below: StanceModel | None = None
+
+    @property
+    def below(self) -> StanceModel:
+        """The model that labels the hits below :attr:`encoder_depth` (loaded on first use)."""
+        if self._below is None:
+            self._below = StanceModel.load(self.folder / str(self.meta["below"]))
+        return self._below
+
+    def at_rank(self, rank: int) -> StanceModel:
+        """The model that labels a topic's hit at ``rank`` (1 is the top): this one, or below
+        :attr:`encoder_depth` the fast one."""
+        return self if self.encoder_depth is None or rank <= self.encoder_depth else self.below
 
     def __getstate__(self) -> dict[str, object]:
         # Sent to worker processes and Ray tasks without the encoder's session (not picklable) or its cache.
-        return {**self.__dict__, "_encoder": None, "_votes": {}}
+        return {**self.__dict__, "_encoder": None, "_votes": {}, "_below": None}
 
     # -- files ---------------------------------------------------------------------------------
 
@@ -310,7 +327,10 @@ class StanceModel:
             if not 0.0 <= neutral_gate <= 1.0:
                 raise KueriError(f"stance NEUTRAL gate must be in [0, 1], not {neutral_gate}")
             meta["neutral_gate"] = float(neutral_gate)
-        return StanceModel(meta, self.sentence, self.passage, self.folder)
+        changed = StanceModel(meta, self.sentence, self.passage, self.folder)
+        if self.encoder_depth is not None:  # the hits below the encoder's depth are decided the same way
+            changed._below = self.below.with_decision(target_priors, neutral_gate)
+        return changed
 
 
 #: The shipped stance models by name (``RunConfig.stance_model``, ``kueri stance --model``).
