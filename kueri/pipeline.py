@@ -25,11 +25,10 @@ from kueri.lucene import AnalyzerConfig, LuceneIndex, build_index, read_stoplist
 from kueri.lucene.index import FORMAT_VERSION, verify_files
 from kueri.parse import PassageReader
 from kueri.parse.passages import corpus_files
-from kueri.records import NO_STANCE, STANCES, Hit, Run, Topic
+from kueri.records import NO_STANCE, STANCES, Run, Topic
 from kueri.runfile import write_lines_atomic
 from kueri.stages import Stage, Texts
-from kueri.stages.retrieval import Search
-from kueri.stages.second_stage import SecondStage
+from kueri.stages.given import given_stages
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -255,36 +254,23 @@ class Pipeline:
         if self.adapt:
             config = self.adapt(config)
         if config not in self._runs:
-            run: Run = {}
-            for stage in config.stages():
-                run = stage.apply(run, self)
-            validate_run(run, self.topics, config.hits)
-            self._runs[config] = run
+            self._runs[config] = self._apply(config.stages(), config.hits)
         return self._runs[config]
 
-    def rerank(self, config: RunConfig, run: Run) -> Run:
-        """``config``'s stages after its first (second stage, quality, stance) over ``run``, any first stage's
-        candidates, each topic's top ``config.hits`` (validated). Every candidate must be in the corpus.
-
-        The second stage's lexical features are BM25 scores over the index of the configuration's analysis: of
-        the objects' queries, as always, and here also of the title (the configuration's own search, scored for
-        exactly these candidates), since the model learned them from BM25 and another first stage's scores are
-        on another scale. The other stages read only the candidates' texts."""
+    def run_given(self, config: RunConfig, candidates: Run) -> Run:
+        """``config``'s stages after its first (second stage, quality, stance) over ``candidates``, any first
+        stage's run, each topic's top ``config.hits`` (validated; :func:`kueri.stages.given.given_stages`). Every
+        candidate must be in the corpus."""
         if self.adapt:
             config = self.adapt(config)
-        first, *later = config.stages()
-        index = self.index(config.analyzer)
-        known = set(index.ids)
-        unknown = [hit.doc for hits in run.values() for hit in hits if hit.doc not in known]
-        if unknown:
-            raise KueriError(f"{self.corpus}: {len(unknown)} passage(s) of the run are not in this corpus, "
-                             f"e.g. {unknown[0]}")
-        run = {qid: hits[: config.hits] for qid, hits in run.items()}
-        for stage in later:
-            if isinstance(stage, SecondStage):
-                run = title_scores(run, first, self)
+        return self._apply(given_stages(config, candidates), config.hits)
+
+    def _apply(self, stages: list[Stage], hits: int) -> Run:
+        """The run ``stages`` make one after the other from none, checked (at most ``hits`` a topic)."""
+        run: Run = {}
+        for stage in stages:
             run = stage.apply(run, self)
-        validate_run(run, self.topics, config.hits)
+        validate_run(run, self.topics, hits)
         return run
 
     def close(self) -> None:
@@ -307,49 +293,41 @@ def run_config(
     *,
     skip_bad: bool = False,
     progress: bool = True,
-    given: Run | None = None,
 ) -> Run:
-    """Everything ``config`` describes, from corpus and topics to a validated run; with ``given`` (any first stage's
-    run), its stages after the first over those candidates (:meth:`Pipeline.rerank`)."""
+    """Everything ``config`` describes, from corpus and topics to a validated run."""
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
-        return pipeline.run(config) if given is None else pipeline.rerank(config, given)
+        return pipeline.run(config)
 
 
-def title_scores(run: Run, first: Stage, context: Pipeline) -> Run:
-    """``run`` with every hit's score replaced by its score under ``first``'s title search (a lexical search, or the
-    lexical half of a hybrid one; another first stage leaves the run as it is).
+def run_given(
+    config: RunConfig,
+    candidates: Run,
+    topics: list[Topic],
+    *,
+    texts: Mapping[str, str] | None = None,
+    corpus: str | Path | None = None,
+    workdir: str | Path | None = None,
+    skip_bad: bool = False,
+    progress: bool = True,
+    source: str = "the given run",
+) -> Run:
+    """``config``'s stages after its first over ``candidates`` (any first stage's run, e.g. TIRA's re-rank input),
+    validated: the one way in for given candidates (``kueri tira``, ``kueri rerank``, PyTerrier's ``Rerank``).
 
-    The order stays the run's, but for hits whose given scores tie (a run file's 6 decimals make ties of scores
-    that differed, and TIRA's loader orders ties by docno): those are ordered as the search orders them, by their
-    title score, then by corpus order."""
-    from kueri.lucene.search import PassageScorer
-    from kueri.stages.retrieval import Hybrid
-
-    search = first.lexical if isinstance(first, Hybrid) else first
-    if not isinstance(search, Search):
-        return run
-    index = context.index(search.analyzer)
-    position = {pid: i for i, pid in enumerate(index.ids)}
-    scorer = PassageScorer(index, search.similarity, search.fields)
-    by_number = {t.number: t for t in context.topics}
-    rescored: Run = {}
-    for qid, hits in run.items():
-        scores = scorer.scores(by_number[qid].title, [hit.doc for hit in hits])
-        order = [i for group in _tie_groups(hits) for i in sorted(group, key=lambda i: (-scores[i],
-                                                                                         position[hits[i].doc]))]
-        rescored[qid] = [Hit(hits[i].doc, scores[i], hits[i].stance) for i in order]
-    return rescored
-
-
-def _tie_groups(hits: list[Hit]) -> list[list[int]]:
-    """The positions of ``hits``, in runs of equal consecutive scores."""
-    groups: list[list[int]] = []
-    for i, hit in enumerate(hits):
-        if groups and hits[groups[-1][0]].score == hit.score:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
+    The passages' texts and the second stage's BM25 statistics come from ``corpus`` when given; else from the
+    candidates' ``texts`` alone (:func:`candidates_corpus`). ``source`` names the candidates in errors."""
+    known = {t.number for t in topics}
+    unknown = [qid for qid in candidates if qid not in known]
+    if unknown:
+        raise KueriError(f"{source}: topic {unknown[0]} of the run is not among the topics")
+    if corpus is None:
+        if texts is None:
+            raise KueriError(f"{source}: a run has no passage texts: give its corpus")
+        log.info("no corpus: the second stage's BM25 features use the statistics of the %d candidates alone",
+                 len({hit.doc for hits in candidates.values() for hit in hits}))
+        corpus = candidates_corpus(texts, workdir)
+    with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
+        return pipeline.run_given(config, candidates)
 
 
 def candidates_corpus(texts: Mapping[str, str], workdir: str | Path | None = None) -> Path:

@@ -33,7 +33,7 @@ from kueri.files import writable_folder
 from kueri.fusion import DEFAULT_K, ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import read_topics
-from kueri.pipeline import Pipeline, cached_index, candidates_corpus, default_workdir, run_config
+from kueri.pipeline import Pipeline, cached_index, default_workdir, run_given
 from kueri.questions import extract_objects
 from kueri.records import NO_STANCE, Hit, Run, Topic
 from kueri.runfile import read_qrels
@@ -314,11 +314,10 @@ class Rerank(pt.Transformer):
         who = f"Rerank({self.config.name})"
         _require(results, ["qid", "query", "docno", "score", *([] if self.corpus else ["text"])], who)
         records = topic_records(results, who, extract=True)
-        corpus = self.corpus
-        if corpus is None:
-            texts = dict(zip(results["docno"].astype(str), results["text"].astype(str), strict=True))
-            corpus = candidates_corpus(texts, self.workdir)
-        run = run_config(self.config, corpus, records, self.workdir, progress=False, given=run_of(results))
+        texts = None if self.corpus else dict(zip(results["docno"].astype(str), results["text"].astype(str),
+                                                   strict=True))
+        run = run_given(self.config, run_of(results), records, texts=texts, corpus=self.corpus, workdir=self.workdir,
+                        progress=False, source=who)
         return frame_of(run, results, stance=bool(self.config.stance_depth) or "stance" in results.columns)
 
     def __repr__(self) -> str:

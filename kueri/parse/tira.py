@@ -63,9 +63,12 @@ def _first(folder: Path, names: Iterable[str]) -> Path | None:
 
 
 def detect_input(folder: str | Path) -> TiraInput:
-    """The kind of input ``folder`` holds: the re-rank file first (as TIRA's own ir_datasets shim decides), then
-    the task's files, then TIRA's full-rank files; none of them is one line saying what is there."""
+    """The kind of input ``folder`` holds (or is: a re-rank file itself): the re-rank file first (as TIRA's own
+    ir_datasets shim decides), then the task's files, then TIRA's full-rank files; none of them is one line saying
+    what is there."""
     folder = Path(folder)
+    if folder.is_file() and folder.name.endswith(RERANK):
+        return TiraInput(RE_RANK, folder.parent, rerank=folder)
     if not folder.is_dir():
         raise KueriError(f"{folder}: input folder not found")
     rerank = _first(folder, RERANK)

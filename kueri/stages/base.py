@@ -48,27 +48,37 @@ class Stage(Protocol):
     """One step of a run: ``name`` (short), ``summary()`` (one line, for ``kueri configs -v`` and logs),
     ``needs_objects`` (reads the topics' two objects), ``adds`` (result columns it adds, e.g. ``stance``),
     ``embeds()`` (the encoders of :mod:`kueri.encoders` whose passage embeddings it reads: a server embeds the
-    corpus ahead with them)."""
+    corpus ahead with them), ``reads_title_scores`` (it reads the scores of the configuration's title search, not
+    just any first stage's: given candidates are scored by that search first, :mod:`kueri.stages.given`) and, for a
+    first stage, ``title_search()`` (that search: the stage itself, or its lexical half; None: it has none)."""
 
     name: str
     needs_objects: bool
     adds: tuple[str, ...]
+    reads_title_scores: bool
 
     def summary(self) -> str: ...
 
     def embeds(self) -> tuple[str, ...]: ...
 
+    def title_search(self) -> Any: ...
+
     def apply(self, run: Run, context: Context) -> Run: ...
 
 
 class StageDefaults:
-    """What most stages are (a stage class may inherit it): it reads no topic objects, adds no result column."""
+    """What most stages are (a stage class may inherit it): it reads no topic objects, adds no result column, reads
+    no passage embeddings and no title-search scores, and has no title search of its own."""
 
     needs_objects: bool = False
     adds: tuple[str, ...] = ()
+    reads_title_scores: bool = False
 
     def embeds(self) -> tuple[str, ...]:
         return ()
+
+    def title_search(self) -> Any:
+        return None
 
 
 def stored_encoder(context: Context, name: str) -> Any:

@@ -24,6 +24,7 @@ class SecondStage(StageDefaults):
     cascade: tuple[tuple[str, int], ...] = ()
     name = "second-stage"
     needs_objects = True
+    reads_title_scores = True  # its model learned BM25 scores of the title: given candidates are scored so first
 
     def summary(self) -> str:
         depth = f" of the top {self.depth}" if self.depth else ""
