@@ -40,7 +40,7 @@ from kueri.runfile import read_qrels
 from kueri.runfile import write_run as write_run_file
 from kueri.stages import Stage
 from kueri.stages.quality import QualityRerank as QualityStage
-from kueri.stages.second_stage import SecondStage as SecondStageStage
+from kueri.stages.second_stage import LearnedRanking
 from kueri.stages.stance import Stance as StanceStage
 
 try:
@@ -263,7 +263,7 @@ class SecondStage(StageTransformer):
 
     def __init__(self, index: Index, model: str = "second-stage-v2", depth: int | None = 100,
                  cascade: Sequence[tuple[str, int]] = ()) -> None:
-        super().__init__(SecondStageStage(model, depth, index.analyzer, tuple(tuple(step) for step in cascade)), index)
+        super().__init__(LearnedRanking(model, depth, index.analyzer, tuple(tuple(step) for step in cascade)), index)
 
     def __repr__(self) -> str:
         cascade = f", cascade={list(self.stage.cascade)!r}" if self.stage.cascade else ""

@@ -12,7 +12,7 @@ from kueri.stages.base import Context, Option, StageDefaults, StageKind, stored_
 
 
 @dataclass(frozen=True)
-class SecondStage(StageDefaults):
+class LearnedRanking(StageDefaults):
     """``model`` (a shipped name or a file) over the top ``depth`` hits (None: the depth it was trained at);
     texts and extra queries come from the index of ``analyzer`` (the one the run was searched on). ``cascade``:
     cheaper models that rank first, each with how many of its top hits per topic the next one reorders
@@ -52,10 +52,10 @@ class SecondStage(StageDefaults):
                             progress=context.progress, encoders=self.encoders(context), cascade=self.cascade)
 
 
-def build(config: Any) -> SecondStage | None:
+def build(config: Any) -> LearnedRanking | None:
     if not config.second_stage:
         return None
-    return SecondStage(config.second_stage, config.second_stage_depth, config.analyzer,
+    return LearnedRanking(config.second_stage, config.second_stage_depth, config.analyzer,
                        config.second_stage_cascade or ())
 
 
