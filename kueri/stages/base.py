@@ -84,12 +84,10 @@ class StageDefaults:
 def stored_encoder(context: Context, name: str) -> Any:
     """The encoder ``name`` of :mod:`kueri.encoders`, loaded once per context: with its passage embeddings in its
     store in the context's work folder (read from it and added to it), or plain without a work folder."""
-    from kueri.encoders import get
+    from kueri.second_stage import open_encoder
 
-    if context.workdir is None:
-        return context.shared(("encoder", name), lambda: get(name).load())
-    return context.shared(("stored-encoder", name, str(context.workdir)),
-                          lambda: get(name).stored(context.workdir, context.progress))
+    key = ("encoder", name) if context.workdir is None else ("stored-encoder", name, str(context.workdir))
+    return context.shared(key, lambda: open_encoder(name, context.workdir, context.progress))
 
 
 @dataclass(frozen=True)

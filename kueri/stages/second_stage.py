@@ -38,11 +38,9 @@ class LearnedRanking(StageDefaults):
         return tuple(sorted(frozenset().union(*(model.encoders for model in models))))
 
     def encoders(self, context: Context) -> Any:
-        """The model's encoders, loaded once per context, their passage embeddings in their stores in the work
-        folder (:class:`~kueri.second_stage.candidates.Encoders`)."""
-        from kueri.second_stage.candidates import Encoders
-
-        return Encoders(**{name: stored_encoder(context, name) for name in self.embeds()})
+        """The model's encoders by name, loaded once per context, their passage embeddings in their stores in the
+        work folder (:data:`~kueri.second_stage.candidates.Encoders`)."""
+        return {name: stored_encoder(context, name) for name in self.embeds()}
 
     def apply(self, run: Run, context: Context) -> Run:
         from kueri.second_stage import SecondStageModel, second_stage
