@@ -20,13 +20,13 @@ class QualityRerank(StageDefaults):
         return f"quality rerank ({self.source})"
 
     def apply(self, run: Run, context: Context) -> Run:
-        from kueri.quality import rerank
+        from kueri.quality import times_quality
         from kueri.quality.offline import quality_scores_for
 
         ids = {hit.doc for hits in run.values() for hit in hits}
         scores = quality_scores_for(self.source, context.corpus, ids, texts=context.texts("quality"),
                                     skip_bad=context.skip_bad)
-        return rerank(run, scores)
+        return times_quality(run, scores)
 
 
 def build(config: Any) -> QualityRerank | None:
