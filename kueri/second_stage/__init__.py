@@ -8,7 +8,7 @@ Public API: :func:`second_stage`, :func:`load_encoders`, :func:`open_encoder`, :
 
 from kueri.second_stage.features import FEATURES
 from kueri.second_stage.model import DEFAULT_MODEL, LEXICAL_MODEL, MINILM_MODEL, SecondStageModel
-from kueri.second_stage.rerank import load_encoders, open_encoder, reorder_head, second_stage
+from kueri.second_stage.ranking import load_encoders, open_encoder, reorder_head, second_stage
 
 __all__ = ["DEFAULT_MODEL", "FEATURES", "LEXICAL_MODEL", "MINILM_MODEL", "SecondStageModel", "reorder_head",
            "load_encoders", "open_encoder", "second_stage"]

@@ -1,7 +1,7 @@
 """Features of the second stage: what a comparative question's passage shows besides its BM25 score.
 
 One module for training (``scripts/train_second_stage.py``) and prediction
-(:func:`kueri.second_stage.rerank.second_stage`), so both always compute the same features.
+(:func:`kueri.second_stage.ranking.second_stage`), so both always compute the same features.
 
 Every feature comes from what an automatic run may use: the topic's title and its two objects, the
 passage text (the index's stored ``contents``), the lexical run, and the index (two more BM25
