@@ -2,8 +2,8 @@
 
 :class:`Pipeline` applies a configuration's stages (:meth:`RunConfig.stages`, in the order
 :mod:`kueri.stages` registers them) and is their :class:`~kueri.stages.Context`. Indexes are cached in
-a work folder, keyed by the corpus (paths, sizes, modification times) and the analyzer (including the
-stoplist's words), so trying several rankings on one corpus indexes it once.
+a work folder, keyed by the corpus (paths, sizes, modification times; for given texts, their digest) and the
+analyzer (including the stoplist's words), so trying several rankings on one corpus indexes it once.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from kueri.errors import BrokenCache, EmptyRun, IncompatibleIndex, KueriError
 from kueri.files import file_lock, touch, writable_folder
 from kueri.lucene import AnalyzerConfig, LuceneIndex, build_index, read_stoplist
 from kueri.lucene.index import FORMAT_VERSION, verify_files
-from kueri.parse import PassageReader
+from kueri.parse import PassageReader, TextCorpus
 from kueri.parse.passages import corpus_files
 from kueri.records import NO_STANCE, STANCES, Run, Topic
-from kueri.runfile import write_lines_atomic
 from kueri.stages import Stage, Texts
 from kueri.stages.given import given_stages
 
@@ -34,7 +33,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def corpus_fingerprint(corpus: str | Path) -> list[dict[str, object]]:
+#: A corpus: its files (a file or a folder of them), or passages given with their texts.
+Corpus = str | Path | TextCorpus
+
+
+def corpus_fingerprint(corpus: Corpus) -> list[dict[str, object]]:
+    if isinstance(corpus, TextCorpus):
+        return corpus.fingerprint()
     files = corpus_files(corpus)
     return [
         {"path": str(f.resolve()), "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns}
@@ -42,7 +47,7 @@ def corpus_fingerprint(corpus: str | Path) -> list[dict[str, object]]:
     ]
 
 
-def index_key(corpus: str | Path, analyzer: AnalyzerConfig, skip_bad: bool) -> str:
+def index_key(corpus: Corpus, analyzer: AnalyzerConfig, skip_bad: bool) -> str:
     described = analyzer.describe()
     if analyzer.stoplist != "none":  # the words matter, not where the file lies
         described["stoplist"] = sorted(read_stoplist(analyzer.stoplist))
@@ -77,7 +82,7 @@ def default_workdir() -> Path:
 
 
 def index_corpus(
-    corpus: str | Path,
+    corpus: Corpus,
     index_dir: str | Path,
     analyzer: AnalyzerConfig,
     *,
@@ -90,7 +95,7 @@ def index_corpus(
 ) -> LuceneIndex:
     """Build an index of ``corpus`` and report read / indexed / skipped counts."""
     log.info("indexing %s with %s", corpus, analyzer.summary())
-    reader = PassageReader(corpus, skip_bad=skip_bad)
+    reader = corpus if isinstance(corpus, TextCorpus) else PassageReader(corpus, skip_bad=skip_bad)
     stats = build_index(
         reader,
         index_dir,
@@ -110,7 +115,7 @@ def index_corpus(
 
 
 def cached_index(
-    corpus: str | Path,
+    corpus: Corpus,
     analyzer: AnalyzerConfig,
     workdir: str | Path,
     *,
@@ -192,7 +197,7 @@ class Pipeline:
 
     def __init__(
         self,
-        corpus: str | Path,
+        corpus: Corpus,
         topics: list[Topic],
         workdir: str | Path | None = None,
         *,
@@ -315,7 +320,8 @@ def run_given(
     validated: the one way in for given candidates (``kueri tira``, ``kueri rerank``, PyTerrier's ``Rerank``).
 
     The passages' texts and the second stage's BM25 statistics come from ``corpus`` when given; else from the
-    candidates' ``texts`` alone (:func:`candidates_corpus`). ``source`` names the candidates in errors."""
+    candidates' ``texts`` alone (indexed as they are, :class:`~kueri.parse.TextCorpus`). ``source`` names the
+    candidates in errors."""
     known = {t.number for t in topics}
     unknown = [qid for qid in candidates if qid not in known]
     if unknown:
@@ -325,22 +331,9 @@ def run_given(
             raise KueriError(f"{source}: a run has no passage texts: give its corpus")
         log.info("no corpus: the second stage's BM25 features use the statistics of the %d candidates alone",
                  len({hit.doc for hits in candidates.values() for hit in hits}))
-        corpus = candidates_corpus(texts, workdir)
+        corpus = TextCorpus(texts, f"the candidates of {source}")
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
         return pipeline.run_given(config, candidates)
-
-
-def candidates_corpus(texts: Mapping[str, str], workdir: str | Path | None = None) -> Path:
-    """A corpus file of ``texts`` (a re-rank input's candidates by id) in the work folder, named by their ids and
-    texts: the same candidates give the same file, whose index is then reused."""
-    folder = writable_folder(workdir or default_workdir(), "work folder")
-    lines = [json.dumps({"id": pid, "contents": text}) + "\n" for pid, text in texts.items()]
-    digest = hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()[:16]
-    path = folder / f"candidates-{digest}.jsonl.gz"
-    with file_lock(path.with_name(path.name + ".lock"), f"the candidates' corpus {path.name}"):
-        if not path.is_file():
-            write_lines_atomic(path, lines)
-    return path
 
 
 def validate_run(run: Run, topics: Iterable[Topic], max_hits: int = 1000) -> None:

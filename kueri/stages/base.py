@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from kueri.errors import KueriError
 from kueri.lucene import AnalyzerConfig, LuceneIndex
+from kueri.parse import TextCorpus
 from kueri.records import Run, Topic
 
 T = TypeVar("T")
@@ -29,7 +30,7 @@ class Context(Protocol):
     """What the stages of one run share: the corpus and its indexes, the topics, the passage texts, the
     work folder (caches), progress bars, objects loaded once (models, encoders), nested runs (fusion)."""
 
-    corpus: str | Path
+    corpus: str | Path | TextCorpus  # its files, or passages given with their texts (given candidates)
     topics: list[Topic]
     workdir: Path | None  # None: no work folder (a search of one given index); nothing is cached
     progress: bool
