@@ -14,7 +14,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -308,10 +308,9 @@ def run_given(
     config: RunConfig,
     candidates: Run,
     topics: list[Topic],
-    *,
-    texts: Mapping[str, str] | None = None,
-    corpus: str | Path | None = None,
+    corpus: Corpus,
     workdir: str | Path | None = None,
+    *,
     skip_bad: bool = False,
     progress: bool = True,
     source: str = "the given run",
@@ -319,19 +318,16 @@ def run_given(
     """``config``'s stages after its first over ``candidates`` (any first stage's run, e.g. TIRA's re-rank input),
     validated: the one way in for given candidates (``kueri tira``, ``kueri rerank``, PyTerrier's ``Rerank``).
 
-    The passages' texts and the second stage's BM25 statistics come from ``corpus`` when given; else from the
-    candidates' ``texts`` alone (indexed as they are, :class:`~kueri.parse.TextCorpus`). ``source`` names the
-    candidates in errors."""
+    The passages' texts and the second stage's BM25 statistics come from ``corpus``: the corpus's files, or the
+    candidates' own texts (:class:`~kueri.parse.TextCorpus`, indexed as they are). ``source`` names the candidates
+    in errors."""
     known = {t.number for t in topics}
     unknown = [qid for qid in candidates if qid not in known]
     if unknown:
         raise KueriError(f"{source}: topic {unknown[0]} of the run is not among the topics")
-    if corpus is None:
-        if texts is None:
-            raise KueriError(f"{source}: a run has no passage texts: give its corpus")
+    if isinstance(corpus, TextCorpus):
         log.info("no corpus: the second stage's BM25 features use the statistics of the %d candidates alone",
-                 len({hit.doc for hits in candidates.values() for hit in hits}))
-        corpus = TextCorpus(texts, f"the candidates of {source}")
+                 len(corpus.texts))
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
         return pipeline.run_given(config, candidates)
 

@@ -32,7 +32,7 @@ from kueri.errors import KueriError, SetupError
 from kueri.files import writable_folder
 from kueri.fusion import DEFAULT_K, ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, LuceneIndex
-from kueri.parse import read_topics
+from kueri.parse import TextCorpus, read_topics
 from kueri.pipeline import Pipeline, cached_index, default_workdir, run_given
 from kueri.questions import extract_objects
 from kueri.records import NO_STANCE, Hit, Run, Topic
@@ -314,10 +314,9 @@ class Rerank(pt.Transformer):
         who = f"Rerank({self.config.name})"
         _require(results, ["qid", "query", "docno", "score", *([] if self.corpus else ["text"])], who)
         records = topic_records(results, who, extract=True)
-        texts = None if self.corpus else dict(zip(results["docno"].astype(str), results["text"].astype(str),
-                                                   strict=True))
-        run = run_given(self.config, run_of(results), records, texts=texts, corpus=self.corpus, workdir=self.workdir,
-                        progress=False, source=who)
+        corpus = self.corpus or TextCorpus(dict(zip(results["docno"].astype(str), results["text"].astype(str),
+                                                    strict=True)), f"the candidates given to {who}")
+        run = run_given(self.config, run_of(results), records, corpus, self.workdir, progress=False, source=who)
         return frame_of(run, results, stance=bool(self.config.stance_depth) or "stance" in results.columns)
 
     def __repr__(self) -> str:

@@ -124,4 +124,5 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     """The named configuration ``--config`` with the flags' overrides."""
     if "config" not in vars(args):
         raise KueriError("this command takes no configuration")
-    return get_config(args.config).with_overrides(overrides_from(args))
+    overrides = overrides_from(args)  # the flags first: then the configuration, which uses no flag
+    return get_config(args.config).with_overrides(overrides)

@@ -29,13 +29,13 @@ def cmd_tira(args: argparse.Namespace) -> int:
     from kueri.parse.tira import FULL_RANK, RE_RANK, detect_input, read_queries, read_rerank
     from kueri.pipeline import run_config, run_given
 
+    config = config_from(args)
     output_dir = writable_folder(args.output, "output folder")  # before any work: a wrong -o fails at once
     run_file = output_dir / "run.txt"
     if run_file.is_dir():
         raise EnvironmentProblem(f"{run_file}: a folder is in the way of the run file")
     run_file.unlink(missing_ok=True)  # a failure below must not leave an older run looking like this one's
     found = detect_input(Path(args.input))
-    config = config_from(args)
     log.info("kueri: configuration %s (%s)", config.name, config.description)
     log.info("kueri: %s", config.summary())
     if found.kind == RE_RANK:
@@ -44,7 +44,7 @@ def cmd_tira(args: argparse.Namespace) -> int:
         topics = given.topics
         log.info("kueri: TIRA's re-rank input %s: %d candidates of %d topics", found.rerank,
                  sum(len(hits) for hits in given.run.values()), len(given.run))
-        run = run_given(config, given.run, topics, texts=given.texts, workdir=args.workdir, progress=args.progress,
+        run = run_given(config, given.run, topics, given.corpus, args.workdir, progress=args.progress,
                         source=str(found.rerank))
     else:
         assert found.topics is not None and found.corpus is not None
@@ -76,16 +76,16 @@ def cmd_rerank(args: argparse.Namespace) -> int:
             raise KueriError(f"{source}: a folder without {' or '.join(RERANK)}")
         given = read_rerank(found.rerank)
         topics = topics_of(args) if args.topics or args.dataset else given.topics
-        run, texts = given.run, given.texts
+        run, corpus = given.run, args.corpus or given.corpus
     else:
         if not args.corpus:
             raise KueriError(f"{source}: a run file has no passage texts: give --corpus (or rerank a TIRA "
                              "rerank.jsonl.gz, which has them)")
         if not (args.topics or args.dataset):
             raise KueriError(f"{source}: a run file has no queries: give --topics or --dataset")
-        topics, run, texts = topics_of(args), read_run(source), None
-    reranked = run_given(config, run, topics, texts=texts, corpus=args.corpus, workdir=args.workdir,
-                         skip_bad=args.skip_bad, progress=args.progress, source=str(source))
+        topics, run, corpus = topics_of(args), read_run(source), args.corpus
+    reranked = run_given(config, run, topics, corpus, args.workdir, skip_bad=args.skip_bad, progress=args.progress,
+                         source=str(source))
     write(reranked, args.output, config.run_tag)
     return 0
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from kueri.errors import KueriError
 from kueri.files import atomic_writer
-from kueri.parse.passages import JAVA_WHITESPACE, parse_json_line, split_doct5query
+from kueri.parse.passages import JAVA_WHITESPACE, TextCorpus, parse_json_line, split_doct5query
 from kueri.parse.topics import parse_objects
 from kueri.questions import extract_objects
 from kueri.records import Hit, Run, Topic, topic_key
@@ -185,6 +185,12 @@ class RerankInput:
     run: Run
     texts: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # topics with an empty query
+    path: Path | None = None
+
+    @property
+    def corpus(self) -> TextCorpus:
+        """The candidates' texts as a corpus of their own (its BM25 statistics are the candidates')."""
+        return TextCorpus(self.texts, f"the candidates of {self.path}" if self.path else "the candidates")
 
 
 def _number(value: Any, name: str, where: str) -> float:
@@ -237,7 +243,7 @@ def read_rerank(path: str | Path) -> RerankInput:
     _skip_empty(list(skipped), path)
     if not run:
         raise KueriError(f"{path}: no candidates" + (" of a topic with a query" if skipped else ""))
-    return RerankInput(list(topics.values()), run, texts, list(skipped))
+    return RerankInput(list(topics.values()), run, texts, list(skipped), path)
 
 
 # -- writing TIRA's inputs ----------------------------------------------------------------------------------------
