@@ -355,3 +355,14 @@ def test_a_run_file_times_quality_alone_is_kueri_rerank_with_row_20(workdir, tmp
                           "--output", str(tmp_path / "reranked")])
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "reranked").read_bytes() == (tmp_path / "row-20").read_bytes()
+
+
+def test_kueri_rerank_of_a_run_file_without_its_corpus_says_so_and_where_the_quality_rerank_went(tmp_path):
+    run_file = tmp_path / "candidates.txt"
+    run_file.write_text("2 Q0 a 1 1.000000 first\n")
+    result = run_command([*KUERI, "rerank", str(run_file), "--quality", "debater", "--output", str(tmp_path / "out")])
+    assert result.returncode == 1 and not (tmp_path / "out").exists()
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"kueri: error: {run_file}: a run file has no passage texts: give --corpus (or rerank a TIRA rerank.jsonl.gz, "
+        "which has them); kueri rerank runs the later stages of --config over its candidates (its scores times "
+        "argument quality alone: --config row-20)")

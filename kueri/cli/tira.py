@@ -80,7 +80,8 @@ def cmd_rerank(args: argparse.Namespace) -> int:
     else:
         if not args.corpus:
             raise KueriError(f"{source}: a run file has no passage texts: give --corpus (or rerank a TIRA "
-                             "rerank.jsonl.gz, which has them)")
+                             "rerank.jsonl.gz, which has them); kueri rerank runs the later stages of --config over "
+                             "its candidates (its scores times argument quality alone: --config row-20)")
         if not (args.topics or args.dataset):
             raise KueriError(f"{source}: a run file has no queries: give --topics or --dataset")
         topics, run, corpus = topics_of(args), read_run(source), args.corpus
