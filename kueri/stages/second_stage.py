@@ -37,7 +37,7 @@ class LearnedRanking(StageDefaults):
         models = [SecondStageModel.load(name) for name in (*(model for model, _ in self.cascade), self.model)]
         return tuple(sorted(frozenset().union(*(model.encoders for model in models))))
 
-    def encoders(self, context: Context) -> Any:
+    def encoders(self, context: Context) -> dict[str, Any]:
         """The model's encoders by name, loaded once per context, their passage embeddings in their stores in the
         work folder (:data:`~kueri.second_stage.candidates.Encoders`)."""
         return {name: stored_encoder(context, name) for name in self.embeds()}
@@ -54,7 +54,7 @@ def build(config: Any) -> LearnedRanking | None:
     if not config.second_stage:
         return None
     return LearnedRanking(config.second_stage, config.second_stage_depth, config.analyzer,
-                       config.second_stage_cascade or ())
+                          config.second_stage_cascade or ())
 
 
 def parse_cascade(text: str) -> tuple[tuple[str, int], ...]:
