@@ -2,8 +2,8 @@
 
 :class:`Pipeline` applies a configuration's stages (:meth:`RunConfig.stages`, in the order
 :mod:`kueri.stages` registers them) and is their :class:`~kueri.stages.Context`. Indexes are cached in
-a work folder, keyed by the corpus (paths, sizes, modification times) and the analyzer (including the
-stoplist's words), so trying several rankings on one corpus indexes it once.
+a work folder, keyed by the corpus (paths, sizes, modification times; for given texts, their digest) and the
+analyzer (including the stoplist's words), so trying several rankings on one corpus indexes it once.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,19 +23,23 @@ from kueri.errors import BrokenCache, EmptyRun, IncompatibleIndex, KueriError
 from kueri.files import file_lock, touch, writable_folder
 from kueri.lucene import AnalyzerConfig, LuceneIndex, build_index, read_stoplist
 from kueri.lucene.index import FORMAT_VERSION, verify_files
-from kueri.parse import PassageReader
+from kueri.parse import PassageReader, TextCorpus
 from kueri.parse.passages import corpus_files
-from kueri.records import NO_STANCE, STANCES, Hit, Run, Topic
-from kueri.runfile import write_lines_atomic
+from kueri.records import NO_STANCE, STANCES, Run, Topic
 from kueri.stages import Stage, Texts
-from kueri.stages.retrieval import Search
-from kueri.stages.second_stage import SecondStage
+from kueri.stages.given import given_stages
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def corpus_fingerprint(corpus: str | Path) -> list[dict[str, object]]:
+#: A corpus: its files (a file or a folder of them), or passages given with their texts.
+Corpus = str | Path | TextCorpus
+
+
+def corpus_fingerprint(corpus: Corpus) -> list[dict[str, object]]:
+    if isinstance(corpus, TextCorpus):
+        return corpus.fingerprint()
     files = corpus_files(corpus)
     return [
         {"path": str(f.resolve()), "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns}
@@ -43,7 +47,7 @@ def corpus_fingerprint(corpus: str | Path) -> list[dict[str, object]]:
     ]
 
 
-def index_key(corpus: str | Path, analyzer: AnalyzerConfig, skip_bad: bool) -> str:
+def index_key(corpus: Corpus, analyzer: AnalyzerConfig, skip_bad: bool) -> str:
     described = analyzer.describe()
     if analyzer.stoplist != "none":  # the words matter, not where the file lies
         described["stoplist"] = sorted(read_stoplist(analyzer.stoplist))
@@ -78,7 +82,7 @@ def default_workdir() -> Path:
 
 
 def index_corpus(
-    corpus: str | Path,
+    corpus: Corpus,
     index_dir: str | Path,
     analyzer: AnalyzerConfig,
     *,
@@ -91,7 +95,7 @@ def index_corpus(
 ) -> LuceneIndex:
     """Build an index of ``corpus`` and report read / indexed / skipped counts."""
     log.info("indexing %s with %s", corpus, analyzer.summary())
-    reader = PassageReader(corpus, skip_bad=skip_bad)
+    reader = corpus if isinstance(corpus, TextCorpus) else PassageReader(corpus, skip_bad=skip_bad)
     stats = build_index(
         reader,
         index_dir,
@@ -111,7 +115,7 @@ def index_corpus(
 
 
 def cached_index(
-    corpus: str | Path,
+    corpus: Corpus,
     analyzer: AnalyzerConfig,
     workdir: str | Path,
     *,
@@ -193,7 +197,7 @@ class Pipeline:
 
     def __init__(
         self,
-        corpus: str | Path,
+        corpus: Corpus,
         topics: list[Topic],
         workdir: str | Path | None = None,
         *,
@@ -255,11 +259,7 @@ class Pipeline:
         if self.adapt:
             config = self.adapt(config)
         if config not in self._runs:
-            run: Run = {}
-            for stage in config.stages():
-                run = stage.apply(run, self)
-            validate_run(run, self.topics, config.hits)
-            self._runs[config] = run
+            self._runs[config] = self._apply(config.stages(), config.hits)
         return self._runs[config]
 
     def rank(self, config: RunConfig) -> Run:
@@ -268,16 +268,12 @@ class Pipeline:
         (:meth:`label`)."""
         if self.adapt:
             config = self.adapt(config)
-        run: Run = {}
-        for stage in config.stages():
-            if not stage.adds:
-                run = stage.apply(run, self)
-        validate_run(run, self.topics, config.hits)
-        return run
+        return self._apply([stage for stage in config.stages() if not stage.adds], config.hits)
 
     def label(self, config: RunConfig, run: Run) -> Run:
         """``config``'s stages that label hits (those :meth:`rank` leaves out) over ``run``, e.g. the top hits a page
-        shows: each hit gets the label :meth:`run` gives it, as a label depends on its passage and topic alone."""
+        shows from the top: each hit gets the label :meth:`run` gives it, as a label depends on its passage, its topic
+        and, for a stance model that reads its encoder only for a topic's top hits, its rank."""
         if self.adapt:
             config = self.adapt(config)
         for stage in config.stages():
@@ -285,29 +281,20 @@ class Pipeline:
                 run = stage.apply(run, self)
         return run
 
-    def rerank(self, config: RunConfig, run: Run) -> Run:
-        """``config``'s stages after its first (second stage, quality, stance) over ``run``, any first stage's
-        candidates, each topic's top ``config.hits`` (validated). Every candidate must be in the corpus.
-
-        The second stage's lexical features are BM25 scores over the index of the configuration's analysis: of
-        the objects' queries, as always, and here also of the title (the configuration's own search, scored for
-        exactly these candidates), since the model learned them from BM25 and another first stage's scores are
-        on another scale. The other stages read only the candidates' texts."""
+    def run_given(self, config: RunConfig, candidates: Run) -> Run:
+        """``config``'s stages after its first (second stage, quality, stance) over ``candidates``, any first
+        stage's run, each topic's top ``config.hits`` (validated; :func:`kueri.stages.given.given_stages`). Every
+        candidate must be in the corpus."""
         if self.adapt:
             config = self.adapt(config)
-        first, *later = config.stages()
-        index = self.index(config.analyzer)
-        known = set(index.ids)
-        unknown = [hit.doc for hits in run.values() for hit in hits if hit.doc not in known]
-        if unknown:
-            raise KueriError(f"{self.corpus}: {len(unknown)} passage(s) of the run are not in this corpus, "
-                             f"e.g. {unknown[0]}")
-        run = {qid: hits[: config.hits] for qid, hits in run.items()}
-        for stage in later:
-            if isinstance(stage, SecondStage):
-                run = title_scores(run, first, self)
+        return self._apply(given_stages(config, candidates), config.hits)
+
+    def _apply(self, stages: list[Stage], hits: int) -> Run:
+        """The run ``stages`` make one after the other from none, checked (at most ``hits`` a topic)."""
+        run: Run = {}
+        for stage in stages:
             run = stage.apply(run, self)
-        validate_run(run, self.topics, config.hits)
+        validate_run(run, self.topics, hits)
         return run
 
     def close(self) -> None:
@@ -330,62 +317,38 @@ def run_config(
     *,
     skip_bad: bool = False,
     progress: bool = True,
-    given: Run | None = None,
 ) -> Run:
-    """Everything ``config`` describes, from corpus and topics to a validated run; with ``given`` (any first stage's
-    run), its stages after the first over those candidates (:meth:`Pipeline.rerank`)."""
+    """Everything ``config`` describes, from corpus and topics to a validated run."""
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
-        return pipeline.run(config) if given is None else pipeline.rerank(config, given)
+        return pipeline.run(config)
 
 
-def title_scores(run: Run, first: Stage, context: Pipeline) -> Run:
-    """``run`` with every hit's score replaced by its score under ``first``'s title search (a lexical search, or the
-    lexical half of a hybrid one; another first stage leaves the run as it is).
+def run_given(
+    config: RunConfig,
+    candidates: Run,
+    topics: list[Topic],
+    corpus: Corpus,
+    workdir: str | Path | None = None,
+    *,
+    skip_bad: bool = False,
+    progress: bool = True,
+    source: str = "the given run",
+) -> Run:
+    """``config``'s stages after its first over ``candidates`` (any first stage's run, e.g. TIRA's re-rank input),
+    validated: the one way in for given candidates (``kueri tira``, ``kueri rerank``, PyTerrier's ``Rerank``).
 
-    The order stays the run's, but for hits whose given scores tie (a run file's 6 decimals make ties of scores
-    that differed, and TIRA's loader orders ties by docno): those are ordered as the search orders them, by their
-    title score, then by corpus order."""
-    from kueri.lucene.search import PassageScorer
-    from kueri.stages.retrieval import Hybrid
-
-    search = first.lexical if isinstance(first, Hybrid) else first
-    if not isinstance(search, Search):
-        return run
-    index = context.index(search.analyzer)
-    position = {pid: i for i, pid in enumerate(index.ids)}
-    scorer = PassageScorer(index, search.similarity, search.fields)
-    by_number = {t.number: t for t in context.topics}
-    rescored: Run = {}
-    for qid, hits in run.items():
-        scores = scorer.scores(by_number[qid].title, [hit.doc for hit in hits])
-        order = [i for group in _tie_groups(hits) for i in sorted(group, key=lambda i: (-scores[i],
-                                                                                         position[hits[i].doc]))]
-        rescored[qid] = [Hit(hits[i].doc, scores[i], hits[i].stance) for i in order]
-    return rescored
-
-
-def _tie_groups(hits: list[Hit]) -> list[list[int]]:
-    """The positions of ``hits``, in runs of equal consecutive scores."""
-    groups: list[list[int]] = []
-    for i, hit in enumerate(hits):
-        if groups and hits[groups[-1][0]].score == hit.score:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
-def candidates_corpus(texts: Mapping[str, str], workdir: str | Path | None = None) -> Path:
-    """A corpus file of ``texts`` (a re-rank input's candidates by id) in the work folder, named by their ids and
-    texts: the same candidates give the same file, whose index is then reused."""
-    folder = writable_folder(workdir or default_workdir(), "work folder")
-    lines = [json.dumps({"id": pid, "contents": text}) + "\n" for pid, text in texts.items()]
-    digest = hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()[:16]
-    path = folder / f"candidates-{digest}.jsonl.gz"
-    with file_lock(path.with_name(path.name + ".lock"), f"the candidates' corpus {path.name}"):
-        if not path.is_file():
-            write_lines_atomic(path, lines)
-    return path
+    The passages' texts and the second stage's BM25 statistics come from ``corpus``: the corpus's files, or the
+    candidates' own texts (:class:`~kueri.parse.TextCorpus`, indexed as they are). ``source`` names the candidates
+    in errors."""
+    known = {t.number for t in topics}
+    unknown = [qid for qid in candidates if qid not in known]
+    if unknown:
+        raise KueriError(f"{source}: topic {unknown[0]} of the run is not among the topics")
+    if isinstance(corpus, TextCorpus):
+        log.info("no corpus: the second stage's BM25 features use the statistics of the %d candidates alone",
+                 len(corpus.texts))
+    with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
+        return pipeline.run_given(config, candidates)
 
 
 def validate_run(run: Run, topics: Iterable[Topic], max_hits: int = 1000) -> None:

@@ -46,11 +46,11 @@ from multiprocessing.connection import Connection
 tasks, results = Connection(int(sys.argv[2]), writable=False), Connection(int(sys.argv[3]), readable=False)
 try:
     sys.path[:] = tasks.recv()
-    from kueri.processes import serve
+    from kueri.processes import worker_loop
 except BaseException as exc:
     results.send(("failed", None, f"{type(exc).__name__}: {exc}", ""))
     raise SystemExit(1)
-raise SystemExit(serve(tasks, results))
+raise SystemExit(worker_loop(tasks, results))
 """
 #: The worker's name in ``ps``: the first argument after the bootstrap.
 WORKER_NAME = "kueri-worker"
@@ -74,7 +74,7 @@ def resolve_workers(workers: int | None = None) -> int:
     return workers
 
 
-def serve(tasks: Connection, results: Connection) -> int:
+def worker_loop(tasks: Connection, results: Connection) -> int:
     """A worker's loop: set up by the first message, then ``(number, func, args)`` -> ``("ok", number, value)``
     until told to stop (``None``) or the caller is gone. A failure is sent back, never raised here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the caller decides

@@ -32,15 +32,15 @@ from kueri.errors import KueriError, SetupError
 from kueri.files import writable_folder
 from kueri.fusion import DEFAULT_K, ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, LuceneIndex
-from kueri.parse import read_topics
-from kueri.pipeline import Pipeline, cached_index, candidates_corpus, default_workdir, run_config
+from kueri.parse import TextCorpus, read_topics
+from kueri.pipeline import Pipeline, cached_index, default_workdir, run_given
 from kueri.questions import extract_objects
 from kueri.records import NO_STANCE, Hit, Run, Topic
 from kueri.runfile import read_qrels
 from kueri.runfile import write_run as write_run_file
 from kueri.stages import Stage
 from kueri.stages.quality import QualityRerank as QualityStage
-from kueri.stages.second_stage import SecondStage as SecondStageStage
+from kueri.stages.second_stage import LearnedRanking
 from kueri.stages.stance import Stance as StanceStage
 
 try:
@@ -263,7 +263,7 @@ class SecondStage(StageTransformer):
 
     def __init__(self, index: Index, model: str = "second-stage-v2", depth: int | None = 100,
                  cascade: Sequence[tuple[str, int]] = ()) -> None:
-        super().__init__(SecondStageStage(model, depth, index.analyzer, tuple(tuple(step) for step in cascade)), index)
+        super().__init__(LearnedRanking(model, depth, index.analyzer, tuple(tuple(step) for step in cascade)), index)
 
     def __repr__(self) -> str:
         cascade = f", cascade={list(self.stage.cascade)!r}" if self.stage.cascade else ""
@@ -314,11 +314,9 @@ class Rerank(pt.Transformer):
         who = f"Rerank({self.config.name})"
         _require(results, ["qid", "query", "docno", "score", *([] if self.corpus else ["text"])], who)
         records = topic_records(results, who, extract=True)
-        corpus = self.corpus
-        if corpus is None:
-            texts = dict(zip(results["docno"].astype(str), results["text"].astype(str), strict=True))
-            corpus = candidates_corpus(texts, self.workdir)
-        run = run_config(self.config, corpus, records, self.workdir, progress=False, given=run_of(results))
+        corpus = self.corpus or TextCorpus(dict(zip(results["docno"].astype(str), results["text"].astype(str),
+                                                    strict=True)), f"the candidates given to {who}")
+        run = run_given(self.config, run_of(results), records, corpus, self.workdir, progress=False, source=who)
         return frame_of(run, results, stance=bool(self.config.stance_depth) or "stance" in results.columns)
 
     def __repr__(self) -> str:

@@ -74,7 +74,7 @@ def entries(workdir: str | Path) -> list[Entry]:
         elif name.startswith("index-") and path.is_dir():
             kind, about = "index", _describe_index(path)
         elif name.startswith("candidates-") and name.endswith(".jsonl.gz"):
-            kind, about = "other", "the passages of a re-rank input (kueri rerank, kueri tira)"
+            kind, about = "other", "the passages of a re-rank input, written by an older kueri (unused now)"
         elif name.startswith("embeddings-") and path.is_dir():
             kind, about = "embeddings", f"passage embeddings ({name.removeprefix('embeddings-')})"
         elif name.startswith("embeddings-") and name.endswith(".npz"):

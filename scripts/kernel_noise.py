@@ -27,7 +27,7 @@ from kueri.pipeline import cached_index, search_run
 from kueri.records import Run
 from kueri.runfile import read_qrels
 from kueri.second_stage import load_encoders, second_stage
-from kueri.second_stage.candidates import Encoders, TextEncoder
+from kueri.second_stage.candidates import TextEncoder
 
 SAMPLE = resources.sample()
 QRELS = resources.path("qrels", "touche-task2-2022-relevance.qrels")
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         rng = np.random.default_rng(0)
         figures, changed, kept = [], [], []
         for _ in range(args.trials):
-            noisy = Encoders(minilm=Noisy(encoders.minilm, sigma, rng), e5=Noisy(encoders.e5, sigma, rng))
+            noisy = {name: Noisy(encoder, sigma, rng) for name, encoder in encoders.items()}
             run = second_stage(lexical, topics, index, encoders=noisy, **stage)
             figures.append(evaluate_run(run, qrels)["nDCG@5"])
             changed.append(sum(top(run, qid) != top(reference, qid) for qid in reference))

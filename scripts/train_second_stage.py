@@ -64,7 +64,7 @@ from kueri.second_stage.model import (
     WHOLE_TOPIC_MODEL,
     SecondStageModel,
 )
-from kueri.second_stage.rerank import load_encoders, reorder_head
+from kueri.second_stage.ranking import load_encoders, reorder_head
 
 ROOT = Path(__file__).resolve().parent.parent
 

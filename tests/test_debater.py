@@ -41,7 +41,7 @@ from kueri.quality.debater import (
     read_api_key,
     score_with_debater,
 )
-from kueri.quality.rerank import read_quality_scores
+from kueri.quality.scores import read_quality_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "test-key-Zq83hX1"

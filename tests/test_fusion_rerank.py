@@ -2,8 +2,8 @@ import pytest
 
 from kueri.errors import KueriError
 from kueri.fusion import ranked, reciprocal_rank_fusion
-from kueri.quality import read_quality_scores, rerank
-from kueri.quality.rerank import as_java_float
+from kueri.quality import read_quality_scores, times_quality
+from kueri.quality.scores import as_java_float
 from kueri.records import Hit
 from kueri.runfile import read_run_ranked
 
@@ -56,7 +56,7 @@ def test_rerank_semantics(tmp_path):
     assert scores == {"a": 0.5, "b": as_java_float(0.734512)}  # lines without exactly 2 fields ignored
     assert scores["b"] != 0.734512 and abs(scores["b"] - 0.734512) < 1e-7  # float widened to double
     run = {"10": [Hit("a", 2.0)], "2": [Hit("a", 1.0000004), Hit("b", 1.0), Hit("c", 0.9), Hit("z", 0.5)]}
-    result = rerank(run, scores)
+    result = times_quality(run, scores)
     assert list(result) == ["2", "10"]  # topics ascending as numbers
     # printed score (6 decimals) x quality; no score -> factor 1.0; stable for ties
     assert result["2"] == [Hit("c", 0.9), Hit("b", 1.0 * scores["b"]), Hit("a", 0.5), Hit("z", 0.5)]

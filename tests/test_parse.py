@@ -4,7 +4,7 @@ import json
 import pytest
 
 from kueri.errors import KueriError
-from kueri.parse import PassageReader, read_topics, split_doct5query
+from kueri.parse import PassageReader, TextCorpus, read_topics, split_doct5query
 from kueri.parse.passages import parse_json_line
 from tests.conftest import DATA, SAMPLE_CORPUS, SAMPLE_TOPICS
 
@@ -140,6 +140,20 @@ def test_missing_corpus(tmp_path):
         PassageReader(tmp_path / "nothing.jsonl")
     with pytest.raises(KueriError, match="no .jsonl"):
         PassageReader(tmp_path)
+
+
+def test_given_texts_are_read_as_a_corpus_file_of_them(tmp_path):
+    """A TextCorpus (a re-rank input's candidates) gives the passages a corpus file of the same lines gives, so its
+    index is that file's; its key is its texts, not a file."""
+    texts = {"b": "  second passage <query> a generated query </query>", "a": "first\u00a0passage", "c": "x\ty"}
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"id": pid, "contents": text}) + "\n" for pid, text in texts.items()))
+    given = TextCorpus(texts, "the candidates")
+    assert list(given) == list(PassageReader(path))
+    assert given.counts() == {"read": 3, "skipped": {}} and str(given) == "the candidates"
+    assert given.fingerprint() == TextCorpus(dict(texts)).fingerprint() != TextCorpus({**texts, "c": "z"}).fingerprint()
+    with pytest.raises(KueriError, match="the candidates: passage e: empty contents"):
+        list(TextCorpus({"e": " <query> only a query</query>"}, "the candidates"))
 
 
 def test_official_topics():

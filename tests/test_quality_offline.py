@@ -25,7 +25,7 @@ from kueri.quality.offline import (
     score_corpus,
     spearman,
 )
-from kueri.quality.rerank import SHIPPED_SCORES, read_quality_scores
+from kueri.quality.scores import SHIPPED_SCORES, read_quality_scores
 from kueri.runfile import format_score
 from tests.conftest import ROOT, SAMPLE_CORPUS
 

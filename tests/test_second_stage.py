@@ -15,7 +15,7 @@ from kueri.errors import KueriError, SetupError
 from kueri.records import Hit, Topic
 from kueri.second_stage import DEFAULT_MODEL, FEATURES, LEXICAL_MODEL, SecondStageModel, reorder_head, second_stage
 from kueri.second_stage.features import NEURAL_FEATURES, PRF_DEPTH, TEXT_FEATURES, TopicTerms, text_features
-from kueri.second_stage.rerank import strictly_decreasing
+from kueri.second_stage.ranking import strictly_decreasing
 from tests.conftest import QRELS, ROOT
 
 
@@ -612,7 +612,7 @@ def test_a_bert_encoder_of_the_wrong_shape_is_refused():
 
 
 def test_cascade_head_puts_deeper_models_first_with_decreasing_scores():
-    from kueri.second_stage.rerank import cascade_head
+    from kueri.second_stage.ranking import cascade_head
 
     hits = [Hit(f"d{i}", 10.0 - i) for i in range(6)]
     # d2 and d0 reached the last model (level 2), d4 and d1 the one before, d3 only the first; d5 is below the depth.
@@ -657,7 +657,7 @@ CASCADE_DEPTH = 30
 @pytest.fixture(scope="module")
 def three_topics(row15, tmp_path_factory):
     """Row 15's run of three topics, and encoders whose embeddings are stored in a work folder of their own."""
-    from kueri.second_stage.rerank import load_encoders
+    from kueri.second_stage.ranking import load_encoders
 
     index, run = row15
     some = {qid: run[qid] for qid in list(run)[:3]}

@@ -71,6 +71,23 @@ def test_a_registered_stage_reaches_config_flags_and_summary(reverse):
     assert config_from(plain) is get_config("row-15")
 
 
+def test_given_candidates_are_a_first_stage_before_the_configurations_later_ones():
+    from kueri.stages.given import Given, given_stages
+
+    run = {"1": [Hit("a", 2.0), Hit("b", 1.0)]}
+    default = get_config("default")
+    given = given_stages(default, run)
+    assert [s.name for s in given] == ["given", "second-stage", "stance"]
+    assert isinstance(given[0], Given) and given[0].run is run and given[0].hits == default.hits
+    # the second stage reads the title search's scores: the candidates are scored by the configuration's search
+    assert given[0].scored_by == default.stages()[0]
+    assert [s.name for s in given_stages(get_config("row-20"), run)] == ["given", "quality"]
+    assert given_stages(get_config("row-20"), run)[0].scored_by is None  # quality reads the given scores
+    hybrid = get_config("hybrid-e5").with_changes(second_stage="second-stage-v2")
+    assert given_stages(hybrid, run)[0].scored_by == hybrid.stages()[0].lexical
+    assert given_stages(get_config("row-23").with_changes(second_stage="second-stage-v2"), run)[0].scored_by is None
+
+
 @pytest.mark.slow
 def test_a_registered_stage_runs_in_the_pipeline(reverse, workdir):
     from kueri.parse import read_topics

@@ -67,6 +67,11 @@ def test_each_kind_is_told_by_its_files():
     assert rerank.kind == RE_RANK and rerank.rerank == RERANK / "rerank.jsonl.gz"
 
 
+def test_the_rerank_file_itself_is_tiras_re_rank_input():
+    found = detect_input(RERANK / "rerank.jsonl.gz")
+    assert found.kind == RE_RANK and found.rerank == RERANK / "rerank.jsonl.gz"
+
+
 def test_an_input_of_no_kind_says_what_it_found_and_what_it_expects(tmp_path):
     shutil.copy(FULL / "queries.jsonl", tmp_path / "queries.jsonl")  # a queries file with no documents
     (tmp_path / "notes.txt").write_text("x")
@@ -336,3 +341,28 @@ def test_kueri_rerank_of_a_run_file_with_corpus_and_topics_is_that_of_its_rerank
         assert result.returncode == 0, result.stderr
     assert outputs[0].read_bytes() == outputs[1].read_bytes()
     assert sorted(read_run(outputs[0])) == FIXTURE_TOPICS
+
+
+@pytest.mark.slow
+def test_a_run_file_times_quality_alone_is_kueri_rerank_with_row_20(workdir, tmp_path):
+    """What ``kueri rerank RUN`` without --config did (scores times Debater quality) is --config row-20: row 15's
+    run reranked so is row 20's, byte for byte."""
+    sample = ["--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS), "--workdir", str(workdir)]
+    for name in ("row-15", "row-20"):
+        result = run_command([*KUERI, "-q", "run", "--config", name, *sample, "--output", str(tmp_path / name)])
+        assert result.returncode == 0, result.stderr
+    result = run_command([*KUERI, "-q", "rerank", str(tmp_path / "row-15"), "--config", "row-20", *sample,
+                          "--output", str(tmp_path / "reranked")])
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "reranked").read_bytes() == (tmp_path / "row-20").read_bytes()
+
+
+def test_kueri_rerank_of_a_run_file_without_its_corpus_says_so_and_where_the_quality_rerank_went(tmp_path):
+    run_file = tmp_path / "candidates.txt"
+    run_file.write_text("2 Q0 a 1 1.000000 first\n")
+    result = run_command([*KUERI, "rerank", str(run_file), "--quality", "debater", "--output", str(tmp_path / "out")])
+    assert result.returncode == 1 and not (tmp_path / "out").exists()
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"kueri: error: {run_file}: a run file has no passage texts: give --corpus (or rerank a TIRA rerank.jsonl.gz, "
+        "which has them); kueri rerank runs the later stages of --config over its candidates (its scores times "
+        "argument quality alone: --config row-20)")

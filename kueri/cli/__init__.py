@@ -86,7 +86,7 @@ def _output_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kueri.cli import env, evaluate, quality, retrieval, serve, stance
+    from kueri.cli import env, evaluate, quality, retrieval, serve, stance, tira
 
     parser = argparse.ArgumentParser(prog="kueri", description=__doc__.split("\n\n")[0])
     _output_flags(parser, suppress=False)
@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     _output_flags(common, suppress=True)
     sub = parser.add_subparsers(dest="command", required=True)
     retrieval.add_parsers(sub, common)
+    tira.add_parsers(sub, common)
     quality.add_parser(sub, common)
     stance.add_parser(sub, common)
     evaluate.add_parser(sub, common)

@@ -11,6 +11,7 @@ import argparse
 from kueri import stages
 from kueri.config import Overrides, RunConfig, get_config
 from kueri.errors import KueriError
+from kueri.records import Topic
 
 
 def add_config_flag(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +78,26 @@ def add_stage_flags(parser: argparse.ArgumentParser) -> None:
     stages.add_flags(parser)
 
 
+def add_later_stage_flags(parser: argparse.ArgumentParser) -> None:
+    """The settings of the stages after the first (``kueri rerank``: the candidates are given), in run order."""
+    group = parser.add_argument_group("later stages (replace the configuration's)")
+    for kind in stages.STAGES:
+        if kind.name != "retrieval":
+            for option in kind.options:
+                option.add_to(group)
+
+
+def topics_of(args: argparse.Namespace) -> list[Topic]:
+    """The topics ``--topics`` or ``--dataset`` (an ir_datasets id) names."""
+    from kueri.parse import read_topics
+
+    if args.dataset:
+        from kueri.irds import load_dataset
+
+        return load_dataset(args.dataset).topics()
+    return read_topics(args.topics)
+
+
 def parse_field(text: str) -> tuple[str, float]:
     name, _, weight = text.partition("=")
     try:
@@ -103,4 +124,5 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     """The named configuration ``--config`` with the flags' overrides."""
     if "config" not in vars(args):
         raise KueriError("this command takes no configuration")
-    return get_config(args.config).with_overrides(overrides_from(args))
+    overrides = overrides_from(args)  # the flags first: then the configuration, which uses no flag
+    return get_config(args.config).with_overrides(overrides)

@@ -1,14 +1,13 @@
-"""``kueri index | search | run | tira | feedback | fuse | rerank | configs | resources``."""
+"""``kueri index | search | embed | run | feedback | fuse | configs | cache | resources`` (``kueri tira`` and
+``kueri rerank``: :mod:`kueri.cli.tira`)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
-from kueri import stages
 from kueri.cli.flags import (
     add_analyzer_flags,
     add_config_flag,
@@ -17,6 +16,7 @@ from kueri.cli.flags import (
     add_stage_flags,
     add_workdir_flag,
     config_from,
+    topics_of,
 )
 from kueri.config import RunConfig
 from kueri.errors import EnvironmentProblem, KueriError
@@ -113,48 +113,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         if not corpus:
             raise KueriError("give --corpus (or --dataset, whose documents are the corpus)")
-        topics = _topics_of(args)
+        topics = topics_of(args)
     log.info("configuration %s: %s", config.name, config.summary())
     run = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
     write(run, args.output, config.run_tag)
-    return 0
-
-
-def cmd_tira(args: argparse.Namespace) -> int:
-    from kueri.parse import read_topics
-    from kueri.parse.tira import FULL_RANK, RE_RANK, detect_input, read_queries, read_rerank
-    from kueri.pipeline import candidates_corpus, run_config
-
-    output_dir = writable_folder(args.output, "output folder")  # before any work: a wrong -o fails at once
-    run_file = output_dir / "run.txt"
-    if run_file.is_dir():
-        raise EnvironmentProblem(f"{run_file}: a folder is in the way of the run file")
-    run_file.unlink(missing_ok=True)  # a failure below must not leave an older run looking like this one's
-    found = detect_input(Path(args.input))
-    config = config_from(args)
-    log.info("kueri: configuration %s (%s)", config.name, config.description)
-    log.info("kueri: %s", config.summary())
-    if found.kind == RE_RANK:
-        assert found.rerank is not None
-        given = read_rerank(found.rerank)
-        topics = given.topics
-        log.info("kueri: TIRA's re-rank input %s: %d candidates of %d topics; the second stage's BM25 features use "
-                 "the candidates' own statistics (no corpus here)", found.rerank,
-                 sum(len(hits) for hits in given.run.values()), len(given.run))
-        corpus = candidates_corpus(given.texts, args.workdir)
-        run = run_config(config, corpus, topics, args.workdir, progress=args.progress, given=given.run)
-    else:
-        assert found.topics is not None and found.corpus is not None
-        if found.kind == FULL_RANK:
-            log.info("kueri: TIRA's full-rank input: %s and %s", found.topics.name, found.corpus.name)
-            topics = read_queries(found.topics)
-        else:
-            topics = read_topics(found.topics)
-        run = run_config(config, found.corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
-    write(run, run_file, config.run_tag)
-    missing = [t.number for t in topics if t.number not in run]
-    if missing:
-        log.info("note: %d topic(s) retrieved nothing: %s", len(missing), " ".join(missing))
     return 0
 
 
@@ -182,83 +144,6 @@ def cmd_fuse(args: argparse.Namespace) -> int:
     writable_file(args.output, "output file")  # before any work
     runs = [read_run_ranked(path) for path in args.runs]
     write(reciprocal_rank_fusion(runs, k=args.k, depth=args.depth, tie_order=args.tie_order), args.output, args.tag)
-    return 0
-
-
-def cmd_rerank(args: argparse.Namespace) -> int:
-    writable_file(args.output, "output file")  # before any work
-    source = Path(args.run)
-    rerank_file = _rerank_file(source)
-    if rerank_file is None and args.config is None:
-        return _quality_rerank(args)
-    from kueri.parse.tira import read_rerank
-    from kueri.pipeline import candidates_corpus, run_config
-    from kueri.runfile import read_run
-
-    args.config = args.config or "default"
-    args.quality_rerank = args.quality
-    config = config_from(args)
-    log.info("configuration %s: %s", config.name, config.summary())
-    if rerank_file is not None:
-        given = read_rerank(rerank_file)
-        topics = _topics_of(args) if args.topics or args.dataset else given.topics
-        run = given.run
-        corpus = args.corpus or candidates_corpus(given.texts, args.workdir)
-    else:
-        if not args.corpus:
-            raise KueriError(f"{source}: a run file has no passage texts: give --corpus (or rerank a TIRA "
-                             "rerank.jsonl.gz, which has them)")
-        if not (args.topics or args.dataset):
-            raise KueriError(f"{source}: a run file has no queries: give --topics or --dataset")
-        topics, run, corpus = _topics_of(args), read_run(source), args.corpus
-    if not args.corpus:
-        log.info("no --corpus: the second stage's BM25 features use the statistics of the %d candidates alone",
-                 len({hit.doc for hits in run.values() for hit in hits}))
-    known = {t.number for t in topics}
-    unknown = [qid for qid in run if qid not in known]
-    if unknown:
-        raise KueriError(f"{source}: topic {unknown[0]} of the run is not among the topics")
-    reranked = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress,
-                          given=run)
-    write(reranked, args.output, config.run_tag)
-    return 0
-
-
-def _rerank_file(source: Path) -> Path | None:
-    """TIRA's re-rank file that ``source`` is or holds (None: ``source`` is a run file)."""
-    from kueri.parse.tira import RERANK
-
-    if source.is_dir():
-        for name in RERANK:
-            if (source / name).is_file():
-                return source / name
-        raise KueriError(f"{source}: a folder without {' or '.join(RERANK)}")
-    return source if source.name.endswith(RERANK) else None
-
-
-def _topics_of(args: argparse.Namespace) -> list[Topic]:
-    from kueri.parse import read_topics
-
-    if args.dataset:
-        from kueri.irds import load_dataset
-
-        return load_dataset(args.dataset).topics()
-    return read_topics(args.topics)
-
-
-def _quality_rerank(args: argparse.Namespace) -> int:
-    """The original's rerank: a run file's scores times argument quality (no configuration given)."""
-    from kueri.quality import rerank
-    from kueri.quality.offline import quality_scores_for
-    from kueri.runfile import read_run_with_tag
-
-    run, tag = read_run_with_tag(args.run)
-    ids = {hit.doc for hits in run.values() for hit in hits}
-    scores = quality_scores_for(args.quality or "debater", args.corpus, ids)
-    covered = sum(hit.doc in scores for hits in run.values() for hit in hits)
-    total = sum(len(hits) for hits in run.values())
-    log.info("quality scores for %d of %d hits (the others keep factor 1.0)", covered, total)
-    write(rerank(run, scores), args.output, args.tag or f"{tag}_reranked")
     return 0
 
 
@@ -330,6 +215,13 @@ def _topics_to_run_parser(sub: Any, common: argparse.ArgumentParser, name: str, 
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    _add_index_parsers(sub, common)
+    _add_run_parsers(sub, common)
+    _add_other_parsers(sub, common)
+
+
+def _add_index_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``kueri index``, ``search`` and ``embed``: what works on one index."""
     p = sub.add_parser("index", parents=[common], help="index a corpus")
     p.add_argument("--corpus", required=True, help=".jsonl/.jsonl.gz file or a folder of them")
     p.add_argument("--index", required=True, help="index folder (replaced)")
@@ -376,6 +268,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     add_config_flag(p)
     p.set_defaults(func=cmd_embed)
 
+
+def _add_run_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``kueri run``, ``feedback`` and ``fuse``: what makes a run."""
     p = sub.add_parser("run", parents=[common], help="index (cached) + search a configuration end to end")
     p.add_argument("--corpus", help=".jsonl/.jsonl.gz file or a folder of them (with --dataset: default its documents)")
     topic_source = p.add_mutually_exclusive_group(required=True)
@@ -390,18 +285,6 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     add_ranking_flags(p)
     add_stage_flags(p)
     p.set_defaults(func=cmd_run)
-
-    p = sub.add_parser("tira", parents=[common],
-                       help="the TIRA entry: the task's files, TIRA's full-rank or re-rank input in IN -> OUT/run.txt")
-    # TIRA sets these two variables in its sandbox; -i / -o win over them
-    tira_input, tira_output = os.environ.get("TIRA_INPUT_DATASET") or None, os.environ.get("TIRA_OUTPUT_DIR") or None
-    p.add_argument("-i", "--input", default=tira_input, required=not tira_input, help="default: $TIRA_INPUT_DATASET")
-    p.add_argument("-o", "--output", default=tira_output, required=not tira_output, help="default: $TIRA_OUTPUT_DIR")
-    add_workdir_flag(p)
-    p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
-    add_config_flag(p)
-    add_stage_flags(p)
-    p.set_defaults(func=cmd_tira)
 
     p = sub.add_parser("feedback", parents=[common],
                        help="graded relevance feedback from a judgments file (Table 1 rows 16-17)")
@@ -428,38 +311,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--tag", default="seupd2122-kueri_rrf")
     p.set_defaults(func=cmd_fuse)
 
-    p = sub.add_parser("rerank", parents=[common], help="rerank any first stage's candidates (a TIRA rerank.jsonl.gz "
-                       "or a run file)",
-                       description="INPUT is TIRA's re-rank input (rerank.jsonl[.gz], or a folder holding it: the "
-                       "candidates with their texts and queries) or a run file. Its candidates go through the "
-                       "configuration's stages after its first: the second stage, quality, stance (--config; for a "
-                       "rerank.jsonl.gz the default configuration). The second stage's BM25 features are scored over "
-                       "the index of --corpus when given, else over an index of the candidates alone. A run file with "
-                       "no --config gets the original's rerank: its scores times argument quality (--quality).")
-    p.add_argument("run", metavar="INPUT", help="rerank.jsonl[.gz] (or its folder), or a run file")
-    p.add_argument("--output", required=True)
-    p.add_argument("--config", help="the configuration whose later stages rerank (a rerank.jsonl.gz: default "
-                   "unless given; a run file without it: the quality rerank alone)")
-    p.add_argument("--quality", "--scores",
-                   help="quality source: 'offline' (the local model; needs --corpus), 'debater' (the original "
-                   "team's Debater scores, shipped; the default without --config) or a 'passage_id<TAB>score' "
-                   "file; with --config it replaces the configuration's ('none': off)")
-    p.add_argument("--corpus", help="the passages' corpus: its index gives the texts and the BM25 statistics (a "
-                   "run file needs it)")
-    topic_source = p.add_mutually_exclusive_group()
-    topic_source.add_argument("--topics", help="topics XML (a run file needs them, or --dataset)")
-    topic_source.add_argument("--dataset", metavar="ID", help="the topics of an ir_datasets id, e.g. "
-                              "clueweb12/touche-2022-task-2")
-    p.add_argument("--tag", help="default: the configuration's (without --config: the input's tag + _reranked)")
-    p.add_argument("--skip-bad", action="store_true", help="skip and count bad corpus lines instead of stopping")
-    add_workdir_flag(p)
-    group = p.add_argument_group("later stages (replace the configuration's)")
-    for kind in stages.STAGES:
-        for option in kind.options:
-            if kind.name != "retrieval" and option.name != "quality_rerank":
-                option.add_to(group)
-    p.set_defaults(func=cmd_rerank)
 
+def _add_other_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``kueri configs``, ``cache`` and ``resources``: what there is."""
     p = sub.add_parser("configs", parents=[common], help="list the named configurations (-v: what each does)")
     p.set_defaults(func=cmd_configs)
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from kueri.errors import KueriError
 from kueri.files import atomic_writer
-from kueri.parse.passages import JAVA_WHITESPACE, parse_json_line, split_doct5query
+from kueri.parse.passages import JAVA_WHITESPACE, TextCorpus, parse_json_line, split_doct5query
 from kueri.parse.topics import parse_objects
 from kueri.questions import extract_objects
 from kueri.records import Hit, Run, Topic, topic_key
@@ -63,9 +63,12 @@ def _first(folder: Path, names: Iterable[str]) -> Path | None:
 
 
 def detect_input(folder: str | Path) -> TiraInput:
-    """The kind of input ``folder`` holds: the re-rank file first (as TIRA's own ir_datasets shim decides), then
-    the task's files, then TIRA's full-rank files; none of them is one line saying what is there."""
+    """The kind of input ``folder`` holds (or is: a re-rank file itself): the re-rank file first (as TIRA's own
+    ir_datasets shim decides), then the task's files, then TIRA's full-rank files; none of them is one line saying
+    what is there."""
     folder = Path(folder)
+    if folder.is_file() and folder.name.endswith(RERANK):
+        return TiraInput(RE_RANK, folder.parent, rerank=folder)
     if not folder.is_dir():
         raise KueriError(f"{folder}: input folder not found")
     rerank = _first(folder, RERANK)
@@ -182,6 +185,12 @@ class RerankInput:
     run: Run
     texts: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # topics with an empty query
+    path: Path | None = None
+
+    @property
+    def corpus(self) -> TextCorpus:
+        """The candidates' texts as a corpus of their own (its BM25 statistics are the candidates')."""
+        return TextCorpus(self.texts, f"the candidates of {self.path}" if self.path else "the candidates")
 
 
 def _number(value: Any, name: str, where: str) -> float:
@@ -234,7 +243,7 @@ def read_rerank(path: str | Path) -> RerankInput:
     _skip_empty(list(skipped), path)
     if not run:
         raise KueriError(f"{path}: no candidates" + (" of a topic with a query" if skipped else ""))
-    return RerankInput(list(topics.values()), run, texts, list(skipped))
+    return RerankInput(list(topics.values()), run, texts, list(skipped), path)
 
 
 # -- writing TIRA's inputs ----------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from kueri.parse.passages import PassageReader
 from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress_bar
 from kueri.quality.features import CHAR_NGRAM_RANGE, TEXT_FEATURES, char_ngrams, model_text, text_features, word_tokens
-from kueri.quality.rerank import as_java_float, read_quality_scores
+from kueri.quality.scores import as_java_float, read_quality_scores
 from kueri.runfile import format_score, write_lines_atomic
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
@@ -257,7 +257,7 @@ QUALITY_SOURCES: dict[str, Callable[..., dict[str, float]]] = {"debater": _debat
 def quality_scores_for(source: str, corpus: str | Path | None = None, ids: Collection[str] | None = None,
                        *, texts: Texts | None = None, model_path: str | Path = DEFAULT_MODEL, workers: int = 1,
                        skip_bad: bool = False) -> dict[str, float]:
-    """Quality scores for reranking, as :func:`~kueri.quality.rerank.read_quality_scores` returns them.
+    """Quality scores for reranking, as :func:`~kueri.quality.scores.read_quality_scores` returns them.
 
     ``source``:
 

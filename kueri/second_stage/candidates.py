@@ -7,6 +7,7 @@ its cost grows with the number of candidates (topics x depth), not with the corp
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,13 +17,14 @@ import numpy as np
 
 from kueri.arithmetic import row_dots, unit
 from kueri.encoders import TextEncoder
-from kueri.encoders.registry import E5, MINILM
 from kueri.errors import KueriError
 from kueri.lucene import LuceneIndex, PassageScorer
 from kueri.progress import progress as with_progress
 from kueri.records import Hit, Run, Topic, topic_key
 from kueri.second_stage.features import (
     FEATURES,
+    NEURAL_COLUMNS,
+    NEURAL_FEATURES,
     PRF_DEPTH,
     QUERY_CUES,
     TITLE_FEATURES,
@@ -35,14 +37,9 @@ from kueri.second_stage.features import (
 QualityScorer = Callable[[str], float]
 
 
-@dataclass
-class Encoders:
-    """The encoders of the neural features (:data:`~kueri.second_stage.features.NEURAL_FEATURES`), each field named
-    as its entry of :mod:`kueri.encoders`' registry; a feature whose encoder is None is not computed (its column is
-    0)."""
-
-    minilm: TextEncoder | None = None
-    e5: TextEncoder | None = None
+#: The encoders of the neural features (:data:`~kueri.second_stage.features.NEURAL_FEATURES`) by their name in
+#: :mod:`kueri.encoders`' registry; a feature whose encoder is missing is not computed (its column is 0).
+Encoders = dict[str, TextEncoder]
 
 
 @dataclass
@@ -123,7 +120,7 @@ def collect(
         raise KueriError(f"second stage: topic {missing[0]} of the run is not among the topics (its title and "
                          "objects are needed)")
     times = times if times is not None else CandidateTimes()
-    encoders = encoders or Encoders()
+    encoders = encoders or {}
     heads = {qid: hits[:depth] for qid, hits in run.items()}
     pids = sorted({hit.doc for hits in heads.values() for hit in hits})
     numbers = sorted(heads, key=topic_key)
@@ -176,7 +173,7 @@ def add_neural(
     feedback passages are the top of ``run``, the lexical run, whichever rows are given. Texts come from the
     candidates; only feedback passages below the candidates' depth are read from ``index``.
     """
-    if encoders.minilm is None and encoders.e5 is None:
+    if not any(encoders.get(name) is not None for name in NEURAL_COLUMNS):
         return
     times = times if times is not None else CandidateTimes()
     by_number = {t.number: t for t in topics}
@@ -187,7 +184,8 @@ def add_neural(
     feedback = {qid: [hit.doc for hit in run[qid][:PRF_DEPTH]] for qid in numbers}
     text_of = {hit.doc: text for qid in numbers for hit, text in zip(candidates[qid].hits, candidates[qid].texts,
                                                                        strict=True)}
-    lacking = sorted(set().union(*feedback.values()) - set(text_of)) if encoders.minilm is not None else []
+    feeds_back = any(encoders.get(name) is not None and _reads_feedback(name) for name in NEURAL_COLUMNS)
+    lacking = sorted(set().union(*feedback.values()) - set(text_of)) if feeds_back else []
     if lacking:
         with times.timing("texts"):
             text_of.update(zip(lacking, (t or "" for t in index.contents_of(lacking, "second stage")), strict=True))
@@ -220,25 +218,27 @@ def _neural_columns(encoders: Encoders, heads: dict[str, list[Hit]], pids: list[
         ids = [hit.doc for hit in heads[qid]]
         return np.stack([embedding_of[pid] for pid in ids]) if ids else np.zeros((0, dimension), dtype=np.float32)
 
-    if encoders.minilm is not None:
-        minilm = encoders.minilm
-        with times.timing(MINILM.name):
-            embedding_of = embed(minilm, MINILM.name, sorted(set(pids).union(*feedback.values())))
-            for topic, title in zip(topics, minilm.queries([t.title for t in topics]), strict=True):
-                passages = head(embedding_of, topic.number, minilm.dimension)
-                top = np.stack([embedding_of[pid] for pid in feedback[topic.number]])
-                columns[topic.number]["dense_title"] = row_dots(passages, title).tolist()
-                columns[topic.number]["dense_prf"] = row_dots(passages, unit(title + top.mean(axis=0))).tolist()
-            _field_columns(minilm, "dense", topics, whole_topic, columns,
-                           lambda qid: head(embedding_of, qid, minilm.dimension))
-    if encoders.e5 is not None:
-        e5 = encoders.e5
-        with times.timing(E5.name):
-            e5_of = embed(e5, E5.name, pids)
-            for topic, title in zip(topics, e5.queries([t.title for t in topics]), strict=True):
-                columns[topic.number]["e5_title"] = row_dots(head(e5_of, topic.number, e5.dimension), title).tolist()
-            _field_columns(e5, "e5", topics, whole_topic, columns, lambda qid: head(e5_of, qid, e5.dimension))
+    for name, prefix in NEURAL_COLUMNS.items():
+        encoder = encoders.get(name)
+        if encoder is None:
+            continue
+        prf = _reads_feedback(name)
+        with times.timing(name):
+            embedding_of = embed(encoder, name, sorted(set(pids).union(*feedback.values())) if prf else pids)
+            for topic, title in zip(topics, encoder.queries([t.title for t in topics]), strict=True):
+                passages = head(embedding_of, topic.number, encoder.dimension)
+                columns[topic.number][f"{prefix}_title"] = row_dots(passages, title).tolist()
+                if prf:
+                    top = np.stack([embedding_of[pid] for pid in feedback[topic.number]])
+                    columns[topic.number][f"{prefix}_prf"] = row_dots(passages, unit(title + top.mean(axis=0))).tolist()
+            _field_columns(encoder, prefix, topics, whole_topic, columns,
+                           functools.partial(head, embedding_of, dimension=encoder.dimension))
     return columns
+
+
+def _reads_feedback(name: str) -> bool:
+    """Whether the encoder ``name`` has a pseudo-relevance feedback column (it embeds the feedback passages too)."""
+    return f"{NEURAL_COLUMNS[name]}_prf" in NEURAL_FEATURES
 
 
 def _field_columns(encoder: TextEncoder, prefix: str, topics: Sequence[Topic], wanted: Collection[str],

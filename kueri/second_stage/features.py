@@ -1,7 +1,7 @@
 """Features of the second stage: what a comparative question's passage shows besides its BM25 score.
 
 One module for training (``scripts/train_second_stage.py``) and prediction
-(:func:`kueri.second_stage.rerank.second_stage`), so both always compute the same features.
+(:func:`kueri.second_stage.ranking.second_stage`), so both always compute the same features.
 
 Every feature comes from what an automatic run may use: the topic's title and its two objects, the
 passage text (the index's stored ``contents``), the lexical run, and the index (two more BM25
@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kueri import resources
+from kueri.encoders.registry import E5, MINILM
 from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, fold, mask_passage, tokens
 from kueri.records import Hit, Topic
 
@@ -64,12 +65,15 @@ TEXT_FEATURES: tuple[str, ...] = (
     # how the objects meet: proximity and comparative patterns around a mention
     "object_proximity", "pattern_log",
 )
-#: The neural features (the last of a row) and the encoder each needs (``minilm``:
-#: :mod:`kueri.encoders.minilm`, ``e5``: :mod:`kueri.encoders.e5`); 0 where not computed.
+#: The prefix of each encoder's neural columns (``PREFIX_title``, ``PREFIX_prf``, ``PREFIX_desc``, ``PREFIX_narr``:
+#: those of :data:`NEURAL_FEATURES`), by the encoder's name in :mod:`kueri.encoders`' registry, in the order they
+#: are computed.
+NEURAL_COLUMNS: dict[str, str] = {MINILM.name: "dense", E5.name: "e5"}
+#: The neural features (the last of a row) and the encoder each needs (its registry name); 0 where not computed.
 NEURAL_FEATURES: dict[str, str] = {
-    "dense_title": "minilm", "dense_prf": "minilm", "e5_title": "e5",
+    "dense_title": MINILM.name, "dense_prf": MINILM.name, "e5_title": E5.name,
     # the whole topic: the description's and the narrative's similarity with the passage
-    "dense_desc": "minilm", "dense_narr": "minilm", "e5_desc": "e5", "e5_narr": "e5",
+    "dense_desc": MINILM.name, "dense_narr": MINILM.name, "e5_desc": E5.name, "e5_narr": E5.name,
 }
 #: BM25 of the topic's description and narrative (parsed like the title), relative to the run's best.
 TOPIC_FIELD_FEATURES: tuple[str, ...] = ("desc_bm25_rel", "narr_bm25_rel")

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from kueri.errors import KueriError
 from kueri.lucene import AnalyzerConfig, LuceneIndex
+from kueri.parse import TextCorpus
 from kueri.records import Run, Topic
 
 T = TypeVar("T")
@@ -29,7 +30,7 @@ class Context(Protocol):
     """What the stages of one run share: the corpus and its indexes, the topics, the passage texts, the
     work folder (caches), progress bars, objects loaded once (models, encoders), nested runs (fusion)."""
 
-    corpus: str | Path
+    corpus: str | Path | TextCorpus  # its files, or passages given with their texts (given candidates)
     topics: list[Topic]
     workdir: Path | None  # None: no work folder (a search of one given index); nothing is cached
     progress: bool
@@ -48,38 +49,46 @@ class Stage(Protocol):
     """One step of a run: ``name`` (short), ``summary()`` (one line, for ``kueri configs -v`` and logs),
     ``needs_objects`` (reads the topics' two objects), ``adds`` (result columns it adds, e.g. ``stance``),
     ``embeds()`` (the encoders of :mod:`kueri.encoders` whose passage embeddings it reads: a server embeds the
-    corpus ahead with them)."""
+    corpus ahead with them), ``reads_title_scores`` (it reads the scores of the configuration's title search, not
+    just any first stage's: given candidates are scored by that search first, :mod:`kueri.stages.given`) and, for a
+    first stage, ``title_search()`` (that search: the stage itself, or its lexical half; None: it has none)."""
 
     name: str
     needs_objects: bool
     adds: tuple[str, ...]
+    reads_title_scores: bool
 
     def summary(self) -> str: ...
 
     def embeds(self) -> tuple[str, ...]: ...
 
+    def title_search(self) -> Any: ...
+
     def apply(self, run: Run, context: Context) -> Run: ...
 
 
 class StageDefaults:
-    """What most stages are (a stage class may inherit it): it reads no topic objects, adds no result column."""
+    """What most stages are (a stage class may inherit it): it reads no topic objects, adds no result column, reads
+    no passage embeddings and no title-search scores, and has no title search of its own."""
 
     needs_objects: bool = False
     adds: tuple[str, ...] = ()
+    reads_title_scores: bool = False
 
     def embeds(self) -> tuple[str, ...]:
         return ()
+
+    def title_search(self) -> Any:
+        return None
 
 
 def stored_encoder(context: Context, name: str) -> Any:
     """The encoder ``name`` of :mod:`kueri.encoders`, loaded once per context: with its passage embeddings in its
     store in the context's work folder (read from it and added to it), or plain without a work folder."""
-    from kueri.encoders import get
+    from kueri.second_stage import open_encoder
 
-    if context.workdir is None:
-        return context.shared(("encoder", name), lambda: get(name).load())
-    return context.shared(("stored-encoder", name, str(context.workdir)),
-                          lambda: get(name).stored(context.workdir, context.progress))
+    key = ("encoder", name) if context.workdir is None else ("stored-encoder", name, str(context.workdir))
+    return context.shared(key, lambda: open_encoder(name, context.workdir, context.progress))
 
 
 @dataclass(frozen=True)

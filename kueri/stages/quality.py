@@ -29,9 +29,9 @@ class QualityRerank(StageDefaults):
                                   skip_bad=context.skip_bad)
 
     def apply(self, run: Run, context: Context) -> Run:
-        from kueri.quality import rerank
+        from kueri.quality import times_quality
 
-        return rerank(run, self.scores({hit.doc for hits in run.values() for hit in hits}, context))
+        return times_quality(run, self.scores({hit.doc for hits in run.values() for hit in hits}, context))
 
 
 def build(config: Any) -> QualityRerank | None:

@@ -40,6 +40,9 @@ class Search(StageDefaults):
             parts.append(f"objects filter ({self.filter_objects})")
         return "; ".join([*parts, f"{self.hits} hits"])
 
+    def title_search(self) -> Search:
+        return self
+
     def search(self, index: LuceneIndex, topics: Iterable[Topic]) -> Run:
         if index.analyzer_config != self.analyzer:
             log.warning("index %s was built with %s, configuration %s asks for %s; searching with the index's",
@@ -151,6 +154,9 @@ class Hybrid(StageDefaults):
 
     def embeds(self) -> tuple[str, ...]:
         return self.dense.embeds()
+
+    def title_search(self) -> Search:
+        return self.lexical
 
     def summary(self) -> str:
         how = f"RRF k={self.rrf_k:g}" if self.method == "rrf" else f"linear, dense weight {self.weight:g}"

@@ -12,7 +12,7 @@ from kueri.stages.base import Context, Option, StageDefaults, StageKind, stored_
 
 
 @dataclass(frozen=True)
-class SecondStage(StageDefaults):
+class LearnedRanking(StageDefaults):
     """``model`` (a shipped name or a file) over the top ``depth`` hits (None: the depth it was trained at);
     texts and extra queries come from the index of ``analyzer`` (the one the run was searched on). ``cascade``:
     cheaper models that rank first, each with how many of its top hits per topic the next one reorders
@@ -24,6 +24,7 @@ class SecondStage(StageDefaults):
     cascade: tuple[tuple[str, int], ...] = ()
     name = "second-stage"
     needs_objects = True
+    reads_title_scores = True  # its model learned BM25 scores of the title: given candidates are scored so first
 
     def summary(self) -> str:
         depth = f" of the top {self.depth}" if self.depth else ""
@@ -36,12 +37,10 @@ class SecondStage(StageDefaults):
         models = [SecondStageModel.load(name) for name in (*(model for model, _ in self.cascade), self.model)]
         return tuple(sorted(frozenset().union(*(model.encoders for model in models))))
 
-    def encoders(self, context: Context) -> Any:
-        """The model's encoders, loaded once per context, their passage embeddings in their stores in the work
-        folder (:class:`~kueri.second_stage.candidates.Encoders`)."""
-        from kueri.second_stage.candidates import Encoders
-
-        return Encoders(**{name: stored_encoder(context, name) for name in self.embeds()})
+    def encoders(self, context: Context) -> dict[str, Any]:
+        """The model's encoders by name, loaded once per context, their passage embeddings in their stores in the
+        work folder (:data:`~kueri.second_stage.candidates.Encoders`)."""
+        return {name: stored_encoder(context, name) for name in self.embeds()}
 
     def apply(self, run: Run, context: Context) -> Run:
         from kueri.second_stage import SecondStageModel, second_stage
@@ -51,11 +50,11 @@ class SecondStage(StageDefaults):
                             progress=context.progress, encoders=self.encoders(context), cascade=self.cascade)
 
 
-def build(config: Any) -> SecondStage | None:
+def build(config: Any) -> LearnedRanking | None:
     if not config.second_stage:
         return None
-    return SecondStage(config.second_stage, config.second_stage_depth, config.analyzer,
-                       config.second_stage_cascade or ())
+    return LearnedRanking(config.second_stage, config.second_stage_depth, config.analyzer,
+                          config.second_stage_cascade or ())
 
 
 def parse_cascade(text: str) -> tuple[tuple[str, int], ...]:

@@ -1,4 +1,5 @@
-"""Argument-quality reranking, as the original's ``ArgumentQualityReranker`` (Table 1 rows 18-24).
+"""Quality score files, and run scores times argument quality, as the original's ``ArgumentQualityReranker``
+(Table 1 rows 18-24).
 
 new score = run score x quality. The run score is the one a run file holds (6 decimals: the
 original reranked run files), the quality the score file's value read as a Java ``float`` and
@@ -59,7 +60,7 @@ def read_quality_scores(name_or_path: str) -> dict[str, float]:
     return scores
 
 
-def rerank(run: Run, scores: dict[str, float]) -> Run:
+def times_quality(run: Run, scores: dict[str, float]) -> Run:
     """Multiply each hit's (printed) score by its passage's quality; re-sort each topic stably."""
     reranked: Run = {}
     for topic in sorted(run, key=topic_key):

@@ -19,7 +19,6 @@ says, under any tie rule. Stance labels are kept with their hits.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import time
@@ -32,6 +31,7 @@ from kueri.errors import KueriError
 from kueri.lucene import LuceneIndex
 from kueri.records import Hit, Run, Topic
 from kueri.second_stage.candidates import Candidates, CandidateTimes, Encoders, TextEncoder, add_neural, collect
+from kueri.second_stage.features import NEURAL_COLUMNS
 from kueri.second_stage.model import DEFAULT_MODEL, SecondStageModel
 
 log = logging.getLogger(__name__)
@@ -116,19 +116,22 @@ def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_di
     unknown = needed - set(registry.names())
     if unknown:
         raise KueriError(f"second stage: unknown encoder(s) {sorted(unknown)}")
-    given = given or Encoders()
-    loaded: dict[str, TextEncoder | None] = {}
-    for field in dataclasses.fields(Encoders):
-        encoder = getattr(given, field.name) if field.name in needed else None
-        if field.name in needed and encoder is None:
-            entry = registry.get(field.name)
-            if cache_dir is not None:
-                encoder = entry.stored(cache_dir, progress)
-            else:
-                encoder = entry.load()
-                encoder.progress = progress  # type: ignore[attr-defined]
-        loaded[field.name] = encoder
-    return Encoders(**loaded)
+    given = given or {}
+    return {name: given[name] if given.get(name) is not None else open_encoder(name, cache_dir, progress)
+            for name in NEURAL_COLUMNS if name in needed}
+
+
+def open_encoder(name: str, workdir: str | Path | None, progress: bool = False) -> TextEncoder:
+    """The encoder ``name`` of :mod:`kueri.encoders`: with its passage embeddings in its store in the work folder
+    ``workdir`` (read from it and added to it), or plain without one; ``progress``: a bar while it embeds."""
+    from kueri import encoders as registry
+
+    entry = registry.get(name)
+    if workdir is not None:
+        return entry.stored(workdir, progress)
+    encoder = entry.load()
+    encoder.progress = progress  # type: ignore[attr-defined]
+    return encoder
 
 
 def second_stage(
@@ -180,7 +183,7 @@ def second_stage(
     else:
         topics = list(topics)
         candidates = collect(run, topics, index, depth, quality_model.score, times, progress=progress,
-                             encoders=Encoders(), wanted=model.features)
+                             encoders={}, wanted=model.features)
         heads = _cascade(run, candidates, topics, index, levels, keeps, encoders, times)
     reranked: Run = {qid: heads.get(qid, list(hits)) for qid, hits in run.items()}
     times.seconds["total"] = time.perf_counter() - started
@@ -202,7 +205,7 @@ def _cascade(run: Run, candidates: dict[str, Candidates], topics: list[Topic], i
         reached = {qid: rows[: keeps[number - 1]] if number else rows for qid, rows in ranking.items()}
         new = sorted(level.encoders - embedded)
         if new:
-            only = Encoders(**{name: getattr(encoders, name) for name in new})
+            only = {name: encoders[name] for name in new if name in encoders}
             add_neural(candidates, reached, run, topics, index, only, times, wanted=level.features)
             embedded.update(new)
         for qid, rows in reached.items():
