@@ -177,6 +177,54 @@ class BertEncoder:
             raise SetupError(f"{self.name}: not a BERT encoder of {hidden} dimensions: " + "; ".join(problems))
 
 
+class _Graph:
+    """An ONNX graph being written: its nodes and initialisers, and the building blocks of a BERT layer."""
+
+    def __init__(self, helper: Any, numpy_helper: Any, eps: float) -> None:
+        self.helper, self.numpy_helper, self.eps = helper, numpy_helper, eps
+        self.nodes: list[Any] = []
+        self.initialisers: list[Any] = []
+
+    def constant(self, name: str, value: np.ndarray) -> str:
+        self.initialisers.append(self.numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def op(self, kind: str, inputs: list[str], domain: str | None = None, **attributes: Any) -> str:
+        output = f"{kind.lower()}_{len(self.nodes)}"
+        self.nodes.append(self.helper.make_node(kind, inputs, [output], domain=domain, **attributes))
+        return output
+
+    @staticmethod
+    def weight(layer: Linear) -> np.ndarray:
+        return layer.weight() if isinstance(layer, Int8Linear) else np.asarray(layer.weight, dtype=np.float32)
+
+    def linear(self, x: str, name: str, layer: Linear) -> str:
+        product = self.op("MatMul", [x, self.constant(f"{name}.w", self.weight(layer))])
+        return self.op("Add", [product, self.constant(f"{name}.b", np.asarray(layer.bias, dtype=np.float32))])
+
+    def linears(self, x: str, name: str, layers: Sequence[Linear]) -> list[str]:
+        """Linear layers of the same input as one product with their weights side by side, then split: each
+        output sums its inputs' products in the same order as alone (the same bits), and one 384 x 1152
+        product runs nearer the CPU's peak than three 384 x 384 ones (docs/benchmarks.md)."""
+        product = self.linear(x, name, FloatLinear(np.concatenate([self.weight(layer) for layer in layers], axis=1),
+                                                   np.concatenate([np.asarray(layer.bias, dtype=np.float32)
+                                                                   for layer in layers])))
+        outputs = [f"{name}_{index}_{len(self.nodes)}" for index in range(len(layers))]
+        sizes = self.constant(f"{name}.sizes", np.array([layer.outputs for layer in layers], dtype=np.int64))
+        self.nodes.append(self.helper.make_node("Split", [product, sizes], outputs, axis=-1))
+        return outputs
+
+    def layer_norm(self, x: str, name: str, norm: Norm) -> str:
+        weight, bias = (np.asarray(t, dtype=np.float32) for t in norm)
+        return self.op("LayerNormalization", [x, self.constant(f"{name}.w", weight), self.constant(f"{name}.b", bias)],
+                       axis=-1, epsilon=self.eps)
+
+    def softmax(self, x: str, ones: str, last_axis: str) -> str:
+        """Softmax over the last axis; its sum is a MatMul with ``ones`` (one order of additions everywhere)."""
+        exp = self.op("Exp", [self.op("Sub", [x, self.op("ReduceMax", [x, last_axis], keepdims=1)])])
+        return self.op("Div", [exp, self.op("MatMul", [exp, ones])])
+
+
 def build_graph(encoder: BertEncoder) -> bytes:
     """The encoder as a serialised ONNX model (opset 20).
 
@@ -192,75 +240,35 @@ def build_graph(encoder: BertEncoder) -> bytes:
                          "or use the lexical model (second-stage-lexical-v1)") from None
     encoder.check()
     hidden, heads = encoder.hidden, encoder.heads
-    nodes: list[Any] = []
-    initialisers: list[Any] = []
-
-    def constant(name: str, value: np.ndarray) -> str:
-        initialisers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
-        return name
-
-    def op(kind: str, inputs: list[str], domain: str | None = None, **attributes: Any) -> str:
-        output = f"{kind.lower()}_{len(nodes)}"
-        nodes.append(helper.make_node(kind, inputs, [output], domain=domain, **attributes))
-        return output
-
-    def weight(layer: Linear) -> np.ndarray:
-        return layer.weight() if isinstance(layer, Int8Linear) else np.asarray(layer.weight, dtype=np.float32)
-
-    def linear(x: str, name: str, layer: Linear) -> str:
-        product = op("MatMul", [x, constant(f"{name}.w", weight(layer))])
-        return op("Add", [product, constant(f"{name}.b", np.asarray(layer.bias, dtype=np.float32))])
-
-    def linears(x: str, name: str, layers: Sequence[Linear]) -> list[str]:
-        """Linear layers of the same input as one product with their weights side by side, then split: each
-        output sums its inputs' products in the same order as alone (the same bits), and one 384 x 1152
-        product runs nearer the CPU's peak than three 384 x 384 ones (MiniLM 1.09x the passages per CPU second)."""
-        product = linear(x, name, FloatLinear(np.concatenate([weight(layer) for layer in layers], axis=1),
-                                              np.concatenate([np.asarray(layer.bias, dtype=np.float32)
-                                                              for layer in layers])))
-        outputs = [f"{name}_{index}_{len(nodes)}" for index in range(len(layers))]
-        sizes = constant(f"{name}.sizes", np.array([layer.outputs for layer in layers], dtype=np.int64))
-        nodes.append(helper.make_node("Split", [product, sizes], outputs, axis=-1))
-        return outputs
-
-    def layer_norm(x: str, name: str, norm: Norm) -> str:
-        weight, bias = (np.asarray(t, dtype=np.float32) for t in norm)
-        return op("LayerNormalization", [x, constant(f"{name}.w", weight), constant(f"{name}.b", bias)],
-                  axis=-1, epsilon=encoder.eps)
-
+    g = _Graph(helper, numpy_helper, encoder.eps)
+    op, constant = g.op, g.constant
     last_axis = constant("last_axis", np.array([-1], dtype=np.int64))
     zero, one = (constant(name, np.array(value, dtype=np.float32)) for name, value in (("zero", 0.0), ("one", 1.0)))
     # A column of ones over the tokens (batch x 1 x tokens x 1), for the softmax's sum.
     ones = op("Transpose", [op("Add", [op("Mul", ["mask_bias", zero]), one])], perm=[0, 1, 3, 2])
-
-    def softmax(x: str) -> str:
-        """Softmax over the last axis; its sum is a MatMul with ``ones`` (one order of additions everywhere)."""
-        exp = op("Exp", [op("Sub", [x, op("ReduceMax", [x, last_axis], keepdims=1)])])
-        return op("Div", [exp, op("MatMul", [exp, ones])])
-
     split_heads = constant("split_heads", np.array([0, 0, heads, hidden // heads], dtype=np.int64))
     merge_heads = constant("merge_heads", np.array([0, 0, hidden], dtype=np.int64))
     scale = constant("scale", np.array(1.0 / math.sqrt(hidden // heads), dtype=np.float32))
-    x = layer_norm("embeddings", "emb.ln", encoder.embedding_norm)
+    x = g.layer_norm("embeddings", "emb.ln", encoder.embedding_norm)
     for index, weights in enumerate(encoder.layers):
         p = f"l{index}"
         q, k, v = (op("Reshape", [part, split_heads])
-                   for part in linears(x, f"{p}.qkv", [weights.linear[name] for name in "qkv"]))
+                   for part in g.linears(x, f"{p}.qkv", [weights.linear[name] for name in "qkv"]))
         scores = op("MatMul", [op("Transpose", [q], perm=[0, 2, 1, 3]), op("Transpose", [k], perm=[0, 2, 3, 1])])
-        attention = softmax(op("Add", [op("Mul", [scores, scale]), "mask_bias"]))
+        attention = g.softmax(op("Add", [op("Mul", [scores, scale]), "mask_bias"]), ones, last_axis)
         context = op("MatMul", [attention, op("Transpose", [v], perm=[0, 2, 1, 3])])
         context = op("Reshape", [op("Transpose", [context], perm=[0, 2, 1, 3]), merge_heads])
-        x = layer_norm(op("Add", [x, linear(context, f"{p}.ao", weights.linear["ao"])]), f"{p}.aln",
-                       weights.attention_norm)
-        middle = op("Gelu", [linear(x, f"{p}.fi", weights.linear["fi"])])
-        x = layer_norm(op("Add", [x, linear(middle, f"{p}.fo", weights.linear["fo"])]), f"{p}.oln",
-                       weights.output_norm)
+        x = g.layer_norm(op("Add", [x, g.linear(context, f"{p}.ao", weights.linear["ao"])]), f"{p}.aln",
+                         weights.attention_norm)
+        middle = op("Gelu", [g.linear(x, f"{p}.fi", weights.linear["fi"])])
+        x = g.layer_norm(op("Add", [x, g.linear(middle, f"{p}.fo", weights.linear["fo"])]), f"{p}.oln",
+                         weights.output_norm)
     graph = helper.make_graph(
-        nodes, encoder.name,
+        g.nodes, encoder.name,
         [helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["batch", "tokens", hidden]),
          helper.make_tensor_value_info("mask_bias", TensorProto.FLOAT, ["batch", 1, 1, "tokens"])],
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", "tokens", hidden])],
-        initialisers,
+        g.initialisers,
     )
     return serialised(graph)
 
