@@ -270,7 +270,7 @@ QUALITY_RERANK = RunConfig(
     description="kueristopv2 + Porter, BM25, title query, offline quality rerank, stance of every hit",
     analyzer=_PORTER_V2,
     quality_rerank="offline",
-    stance_depth=1000,  # every hit: labelling runs at about 2,300 passages/s
+    stance_depth=1000,  # every hit: labelling is cheap (docs/stance.md, "Speed")
     tag="kueri_quality_rerank",
 )
 #: The learned second stage over row 15's top hits (kueri.second_stage): BM25 of the title, the objects

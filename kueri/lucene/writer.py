@@ -108,8 +108,8 @@ def open_writer(
 class DocumentWriter:
     """Adds passages to an IndexWriter through one reused Document and its Fields.
 
-    Reusing the Java objects and only setting the field values is ~3x faster than new objects per
-    passage (pyjnius object creation is the cost). A passage without a DocT5Query expansion goes
+    Reusing the Java objects and only setting the field values is much faster than new objects per
+    passage (pyjnius object creation is the cost; docs/benchmarks.md). A passage without a DocT5Query expansion goes
     through a second Document that lacks the ``docT5Query`` field: an empty field adds no term, no
     length and no document to the field's statistics, so scores are the same as with an empty
     field, and the Java call that sets it is saved.
