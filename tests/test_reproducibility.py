@@ -10,15 +10,11 @@ stored file after a deliberate change of the graph: ``.venv/bin/python -m tests.
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.conftest import DATA, ROOT, SAMPLE_CORPUS, kernels_as_the_reference
+from tests.conftest import DATA, SAMPLE_CORPUS, kernels_as_the_reference, needs_qemu, on_emulated_haswell
 
 REFERENCE = DATA / "encoder-reference.npz"
 #: Shipped passages of several lengths (short ones: an emulated CPU is about a thousand times slower).
@@ -77,16 +73,6 @@ def test_an_embedding_does_not_depend_on_its_batch():
         assert np.array_equal(encoder.passages([text])[0], together[row])
 
 
-_EMULATED = """
-import sys
-import numpy as np
-from pathlib import Path
-from kueri.encoders.bert_graph import mean_pooled, open_session
-folder = Path(sys.argv[1])
-inputs = np.load(folder / "inputs.npz")
-session = open_session((folder / "graph.onnx").read_bytes(), 1)
-np.save(folder / "emulated.npy", mean_pooled(session, inputs["embeddings"], inputs["mask"]))
-"""
 #: Word pieces of the passage the emulated CPU embeds: an emulated AVX2 instruction costs a thousand native
 #: ones (48 pieces took MiniLM 2.5 minutes), and 16 cover every operator of the graph just as well.
 EMULATED_PIECES = 16
@@ -94,8 +80,7 @@ EMULATED_PIECES = 16
 
 @needs_neural
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("qemu-x86_64") is None,
-                    reason="qemu-x86_64 not installed (Debian's qemu-user): no emulated AVX2-only CPU to compare with")
+@needs_qemu
 def test_an_emulated_avx2_cpu_embeds_the_same(tmp_path):
     """MiniLM's graph and a passage's input embeddings are made here; only onnxruntime's session runs on the
     emulated Haswell (AVX2, no AVX-512): the part whose kernels depend on the CPU. e5's graph is made of
@@ -107,12 +92,7 @@ def test_an_emulated_avx2_cpu_embeds_the_same(tmp_path):
     ids = np.array([minilm.tokenizer.encode(texts()[0])[:EMULATED_PIECES]], dtype=np.int64)
     embeddings, mask = minilm.weights.embeddings(ids), np.ones(ids.shape, dtype=bool)
     native = mean_pooled(minilm.session, embeddings, mask)
-    (tmp_path / "graph.onnx").write_bytes(build_graph(minilm.weights.encoder))
-    np.savez(tmp_path / "inputs.npz", embeddings=embeddings, mask=mask)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run(["qemu-x86_64", "-cpu", "Haswell-v4", sys.executable, "-c", _EMULATED, str(tmp_path)],
-                   check=True, env=env, capture_output=True, timeout=1800)
-    emulated = np.load(tmp_path / "emulated.npy")
+    emulated = on_emulated_haswell(build_graph(minilm.weights.encoder), embeddings, mask, "mean_pooled", tmp_path)
     assert np.array_equal(emulated, native), \
         f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
 

