@@ -159,6 +159,18 @@ def test_v2_labels_are_the_same_alone_in_workers_and_after_pickling(model, monke
     assert len({hit.stance for hits in alone.values() for hit in hits}) >= 3
 
 
+def test_v2_saved_elsewhere_reads_the_shipped_encoder_and_fast_model(model, tmp_path):
+    """A model file written outside the package (train_stance.py --out) finds the encoder and the fast model it
+    names beside it, else among the shipped ones."""
+    from kueri.stance import StanceModel
+
+    text = "Trains are greener than planes. Planes are faster than trains."
+    model.save(tmp_path / "stance-v2.npz")
+    elsewhere = StanceModel.load(tmp_path / "stance-v2.npz")
+    assert elsewhere.label(text, "trains", "planes") == model.label(text, "trains", "planes")
+    assert elsewhere.at_rank(21).label(text, "trains", "planes") == model.below.label(text, "trains", "planes")
+
+
 def test_v2_votes_come_once_per_sentence(model):
     """Only sentences naming both objects are voted on, each once for the model's life."""
     matcher = ObjectMatcher("tea", "coffee")

@@ -30,6 +30,7 @@ from kueri.serve.answer import SIDES, UNLABELLED, Answer, Evidence, Passage, Ver
 from kueri.serve.checks import BadQuestion
 from kueri.serve.links import SourceLinks
 from kueri.serve.queue import MAX_WAIT, MAX_WAITING, PipelineQueue
+from kueri.stages.quality import shown_quality
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +69,6 @@ def without_objects(config: RunConfig) -> RunConfig:
     if any(stage.needs_objects for stage in changed.stages()):
         raise BadQuestion(f"configuration {config.name} needs the question's two objects; name them")
     return changed
-
-
-def quality_stage(config: RunConfig) -> Any:
-    """The stage whose scores are shown as the passages' quality: ``config``'s quality stage, else the offline
-    model's (the quality its second stage reads as a feature)."""
-    from kueri.stages.quality import QualityRerank
-
-    return next((stage for stage in config.stages() if isinstance(stage, QualityRerank)), QualityRerank("offline"))
 
 
 def labelling_stage(config: RunConfig, column: str) -> Any:
@@ -328,7 +321,7 @@ class Engine:
             return
         pipeline = self._pipeline(ranking.topic)
         ranking.texts.update(zip(missing, pipeline.texts("serve")(missing), strict=True))
-        ranking.quality.update(quality_stage(ranking.config).scores(missing, pipeline))
+        ranking.quality.update(shown_quality(ranking.config).scores(missing, pipeline))
         if not all(ranking.topic.objects):
             return
         number = ranking.topic.number

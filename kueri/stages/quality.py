@@ -42,3 +42,10 @@ KIND = StageKind("quality", build, options=(
     Option("quality_rerank", "--quality", "rerank by argument quality from: offline, debater-2022, a "
            "'passage_id<TAB>score' file, or none", metavar="SOURCE", off="none"),
 ), summary="score times argument quality")
+
+
+def shown_quality(config: Any) -> QualityRerank:
+    """The stage whose scores a page shows as the passages' quality: ``config``'s quality stage, else the offline
+    model's (the quality its second stage reads as a feature)."""
+    return next((stage for stage in config.stages() if isinstance(stage, QualityRerank)), QualityRerank("offline"))
+

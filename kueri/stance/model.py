@@ -157,7 +157,8 @@ class StanceModel:
     def below(self) -> StanceModel:
         """The model that labels the hits below :attr:`encoder_depth` (loaded on first use)."""
         if self._below is None:
-            self._below = StanceModel.load(self.folder / str(self.meta["below"]))
+            beside = self.folder / str(self.meta["below"])
+            self._below = StanceModel.load(beside if beside.is_file() else DEFAULT_MODEL.parent / beside.name)
         return self._below
 
     def at_rank(self, rank: int) -> StanceModel:
@@ -204,7 +205,8 @@ class StanceModel:
         if self._encoder is None:
             from kueri.encoders.cross import StanceEncoder
 
-            self._encoder = StanceEncoder(self.folder / str(self.meta["encoder"]))
+            beside = self.folder / str(self.meta["encoder"])  # a model written elsewhere reads the shipped encoder
+            self._encoder = StanceEncoder(beside if beside.is_file() else DEFAULT_MODEL.parent / beside.name)
         return self._encoder
 
     def prefetch(self, passages: Sequence[MaskedPassage]) -> None:
@@ -341,7 +343,7 @@ def load_model(name: str | Path) -> StanceModel:
     """A shipped stance model by name (:data:`SHIPPED`), or the model file ``name``."""
     if str(name) in SHIPPED:
         return StanceModel.load(resources.path("models", f"{name}.npz"))
-    if not Path(name).is_file():
-        raise KueriError(f"unknown stance model {str(name)!r}: use {' or '.join(SHIPPED)}, or a model file")
-    return StanceModel.load(name)
+    if Path(name).suffix != ".npz" and not Path(name).exists():
+        raise KueriError(f"unknown stance model {str(name)!r}: use {' or '.join(SHIPPED)}, or a model file (.npz)")
+    return StanceModel.load(name)  # a missing or broken file: one line saying how to rebuild it
 
