@@ -62,10 +62,8 @@ from train_second_stage import (  # noqa: E402
     build_data,
     cross_validate,
     fit_offset,
+    held_out_run,
     ndcg5,
-    reranked_run,
-    score,
-    split_topics,
 )
 
 from kueri.cli.script import run_script, script_parser, start  # noqa: E402
@@ -168,19 +166,8 @@ def with_columns(data: Data, columns: dict[str, np.ndarray], names: Sequence[str
 
 def per_split(data: Data, eval_topics: Sequence[str], fit: Callable[[np.ndarray], SecondStageModel], depth: int
               ) -> list[float]:
-    """Each split's held-out nDCG@5: the body of ``cross_validate``, kept per split (checked against it)."""
-    inside = data.rank < depth
-    figures = []
-    all_topics = sorted(data.candidates, key=int)
-    for split in range(SPLITS):
-        scores = np.zeros(len(data.rank))
-        first, second = split_topics(all_topics, split)
-        for train, test in ((first, second), (second, first)):
-            model = fit(np.isin(data.topic, train) & inside)
-            held = np.isin(data.topic, test)
-            scores[held] = score(model, data, held)
-        figures.append(ndcg5(reranked_run(data, scores, eval_topics, depth), data.qrels))
-    return figures
+    """Each split's held-out nDCG@5, as ``cross_validate`` computes them (checked against it)."""
+    return [ndcg5(held_out_run(data, eval_topics, fit, depth, split), data.qrels) for split in range(SPLITS)]
 
 
 def measure(data: Data, eval_topics: Sequence[str], depth: int

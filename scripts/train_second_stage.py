@@ -278,21 +278,27 @@ def split_topics(topics: Sequence[str], split: int) -> tuple[list[str], list[str
     return first, [t for t in topics if t not in first]
 
 
+def held_out_run(data: Data, eval_topics: Sequence[str], fit: Callable[[np.ndarray], SecondStageModel],
+                 depth: int | None, split: int) -> Run:
+    """Split ``split``'s run of 2-fold CV over topics: each half's candidates scored by a model trained on the other
+    half (within ``depth``), reranked."""
+    inside = np.ones(len(data.rank), dtype=bool) if depth is None else data.rank < depth
+    scores = np.zeros(len(data.rank))
+    first, second = split_topics(sorted(data.candidates, key=int), split)
+    for train, test in ((first, second), (second, first)):
+        model = fit(np.isin(data.topic, train) & inside)
+        held = np.isin(data.topic, test)
+        scores[held] = score(model, data, held)
+    return reranked_run(data, scores, eval_topics, depth)
+
+
 def cross_validate(data: Data, eval_topics: Sequence[str], fit: Callable[[np.ndarray], SecondStageModel],
                    depth: int | None = None, splits: int = SPLITS) -> dict[str, float]:
     """Held-out nDCG@5 (full and judged-only) of 2-fold CV over topics, repeated ``splits`` times: the mean
     over splits of each split's mean over topics, and the sd over splits. ``fit(rows)`` trains on rows."""
-    inside = np.ones(len(data.rank), dtype=bool) if depth is None else data.rank < depth
     full, condensed = [], []
-    all_topics = sorted(data.candidates, key=int)
     for split in range(splits):
-        scores = np.zeros(len(data.rank))
-        first, second = split_topics(all_topics, split)
-        for train, test in ((first, second), (second, first)):
-            model = fit(np.isin(data.topic, train) & inside)
-            held = np.isin(data.topic, test)
-            scores[held] = score(model, data, held)
-        run = reranked_run(data, scores, eval_topics, depth)
+        run = held_out_run(data, eval_topics, fit, depth, split)
         full.append(ndcg5(run, data.qrels))
         condensed.append(ndcg5(run, data.qrels, condensed=True))
     return {"ndcg5": float(np.mean(full)), "ndcg5_sd": float(np.std(full)),
