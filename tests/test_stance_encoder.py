@@ -138,15 +138,16 @@ def test_v2_labels_swap_with_the_topics_objects(model):
 
 
 def test_v2_labels_are_the_same_alone_in_workers_and_after_pickling(model, monkeypatch):
-    """A run of 10 topics' top 10 sample hits, labelled in this process, in 2 worker processes (the pool's
-    threshold lowered for a small run) and by a pickled model (what a worker or a Ray task receives)."""
+    """A run of 10 topics' top 25 sample hits (the encoder's 20 and 5 for the fast model), labelled in this
+    process, in 2 worker processes (the pool's threshold lowered for a small run) and by a pickled model (what a
+    worker or a Ray task receives)."""
     from kueri.parse import PassageReader, read_topics
     from kueri.runfile import read_run
     from kueri.stance import label, label_run
     from tests.conftest import SAMPLE_CORPUS, SAMPLE_TOPICS
 
     reference = read_run(DATA / "default-run.txt.gz")
-    run = {qid: hits[:10] for qid, hits in list(reference.items())[:10]}
+    run = {qid: hits[:25] for qid, hits in list(reference.items())[:10]}  # 5 hits a topic below the encoder
     ids = {hit.doc for hits in run.values() for hit in hits}
     texts = {p.id: p.contents for p in PassageReader(SAMPLE_CORPUS) if p.id in ids}
     topics = read_topics(SAMPLE_TOPICS)
@@ -157,6 +158,11 @@ def test_v2_labels_are_the_same_alone_in_workers_and_after_pickling(model, monke
     monkeypatch.setattr(label, "POOL_MIN_HITS", 1)
     assert label_run(run, topics, texts, depth=None, model=model, workers=2) == alone
     assert len({hit.stance for hits in alone.values() for hit in hits}) >= 3
+    # A changed decision reaches the hits below the encoder's depth in the workers too (kueri stance --priors).
+    shifted = model.with_decision(target_priors=(0.1, 0.1, 0.1, 0.7))
+    here = label_run(run, topics, texts, depth=None, model=shifted, workers=1)
+    assert here != alone and label_run(run, topics, texts, depth=None, model=shifted, workers=2) == here
+    assert pickle.loads(pickle.dumps(shifted)).below.target_priors.tolist() == shifted.below.target_priors.tolist()
 
 
 def test_v2_saved_elsewhere_reads_the_shipped_encoder_and_fast_model(model, tmp_path):

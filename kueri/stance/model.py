@@ -157,9 +157,14 @@ class StanceModel:
     def below(self) -> StanceModel:
         """The model that labels the hits below :attr:`encoder_depth` (loaded on first use)."""
         if self._below is None:
-            beside = self.folder / str(self.meta["below"])
-            self._below = StanceModel.load(beside if beside.is_file() else DEFAULT_MODEL.parent / beside.name)
+            self._below = StanceModel.load(self._companion("below"))
         return self._below
+
+    def _companion(self, key: str) -> Path:
+        """The file a header entry names (the encoder, the fast model): beside this model's file, else the shipped
+        one (a model written elsewhere, e.g. ``train_stance.py --out``)."""
+        beside = self.folder / str(self.meta[key])
+        return beside if beside.is_file() else DEFAULT_MODEL.parent / beside.name
 
     def at_rank(self, rank: int) -> StanceModel:
         """The model that labels a topic's hit at ``rank`` (1 is the top): this one, or below
@@ -167,8 +172,9 @@ class StanceModel:
         return self if self.encoder_depth is None or rank <= self.encoder_depth else self.below
 
     def __getstate__(self) -> dict[str, object]:
-        # Sent to worker processes and Ray tasks without the encoder's session (not picklable) or its cache.
-        return {**self.__dict__, "_encoder": None, "_votes": {}, "_below": None}
+        # Sent to worker processes and Ray tasks without the encoder's session (not picklable) or its cache; the fast
+        # model travels, as it may carry a changed decision (with_decision).
+        return {**self.__dict__, "_encoder": None, "_votes": {}}
 
     # -- files ---------------------------------------------------------------------------------
 
@@ -205,8 +211,7 @@ class StanceModel:
         if self._encoder is None:
             from kueri.encoders.cross import StanceEncoder
 
-            beside = self.folder / str(self.meta["encoder"])  # a model written elsewhere reads the shipped encoder
-            self._encoder = StanceEncoder(beside if beside.is_file() else DEFAULT_MODEL.parent / beside.name)
+            self._encoder = StanceEncoder(self._companion("encoder"))
         return self._encoder
 
     def prefetch(self, passages: Sequence[MaskedPassage]) -> None:
