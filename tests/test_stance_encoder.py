@@ -32,8 +32,8 @@ SENTENCES = (
     "we sell both OBJ1 and OBJ2 in our shop",
     "OBJ1 tastes nothing like OBJ2 but both are healthy",
 )
-#: On a CPU without FMA onnxruntime's float kernels round differently (test_reproducibility measures 3.2e-7 in an
-#: embedding); a probability moves by less than this.
+#: On a CPU without FMA onnxruntime's float kernels round differently: the largest difference from the stored
+#: probabilities under an emulated Sandy Bridge (AVX, no FMA; `qemu-x86_64 -cpu SandyBridge`) was 1.3e-7.
 NO_FMA_TOLERANCE = 1e-5
 
 
