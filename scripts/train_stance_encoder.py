@@ -36,7 +36,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_stance import COMPSENT, SWAP_LABEL, f1_report, fit_sentence_model, load_compsent  # noqa: E402
+from train_stance import (  # noqa: E402
+    COMPSENT,
+    SWAP_LABEL,
+    _empty_passage_model,
+    f1_report,
+    fit_sentence_model,
+    load_compsent,
+    placeholder_meta,
+)
 
 from kueri.cli.script import run_script, script_parser  # noqa: E402
 from kueri.encoders.bert_graph import BertEncoder, BertLayer, FloatLinear, build_graph, open_session  # noqa: E402
@@ -250,8 +258,7 @@ def train_and_measure(layers: int, epochs: int, learning_rate: float, comparativ
     tuned.save(out)
     gold = [y for *_, y in test]
     sentence = fit_sentence_model(fit)
-    holder = StanceModel.__new__(StanceModel)  # only its symmetric sentence probabilities are used
-    holder.sentence = sentence
+    holder = StanceModel(placeholder_meta([0.25] * 4), sentence, _empty_passage_model())  # its sentence model only
     reports = {}
     for name, probabilities in (
             ("stance encoder", StanceEncoder(out).probabilities([t for _, t, _ in test])),
