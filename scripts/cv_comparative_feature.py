@@ -4,7 +4,7 @@
     .venv/bin/python scripts/cv_comparative_feature.py --workdir DIR [--cache DIR] [--stance-encoder PATH]
 
 Issue 45, item 6. Touché's relevant passages are comparative arguments, and kueri's stance encoder
-(:mod:`kueri.encoders.cross`, trained on CompSent-19 only: no 2022 data) says of a masked sentence how likely it
+(:mod:`kueri.stance.encoders`, trained on CompSent-19 only: no 2022 data) says of a masked sentence how likely it
 compares the topic's two objects (P(BETTER) + P(WORSE), against NONE). This measures that as candidate features of
 the second stage with the second stage's own cross-validation on the 2020/2021 judgments:
 
@@ -67,13 +67,13 @@ from train_second_stage import (  # noqa: E402
 )
 
 from kueri.cli.script import run_script, script_parser, start  # noqa: E402
-from kueri.encoders.cross import MODEL as STANCE_ENCODER  # noqa: E402
 from kueri.errors import KueriError  # noqa: E402
 from kueri.files import write_bytes_atomic  # noqa: E402
 from kueri.objects import OBJ1, OBJ2, ObjectMatcher, mask_passage  # noqa: E402
 from kueri.parse import read_topics  # noqa: E402
 from kueri.second_stage.features import FEATURES  # noqa: E402
 from kueri.second_stage.model import DEFAULT_MODEL, SecondStageModel  # noqa: E402
+from kueri.stance.encoders import SENTENCE_MODEL as STANCE_ENCODER  # noqa: E402
 
 SHIPPED = "minilm-e5"
 NEW_COLUMNS = ("comparative_max", "comparative_sum_log")
@@ -131,10 +131,10 @@ def sentence_probabilities(sentences: Sequence[Sentence], encoder: Path, cache: 
     log(f"stance encoder {encoder.name}: {len(set(sentences))} distinct sentences naming both objects, "
         f"{len(missing)} not in {path}")
     if missing:
-        from kueri.encoders.cross import StanceEncoder
+        from kueri.stance.encoders import SentenceEncoder
 
         started = time.perf_counter()
-        scored = StanceEncoder(encoder).probabilities([list(s) for s in missing])
+        scored = SentenceEncoder(encoder).probabilities([list(s) for s in missing])
         log(f"  scored {len(missing)} sentences in {time.perf_counter() - started:.0f} s")
         known.update(zip(missing, scored, strict=True))
         order = sorted(known)

@@ -23,7 +23,7 @@ TF-IDF of masked n-grams beside standardised dense features, logistic regression
 * ``+e5``, ``+minilm``, ``+both``: the shipped features plus the encoder features;
 * ``today-dense`` and ``dense+enc``: the same without TF-IDF (19 dense features; 19 + 14), cheap to fit;
 * ``votes``: the shipped features with the sentence votes (P(BETTER, WORSE, NONE) of each sentence naming both
-  objects) of kueri's fine-tuned stance encoder (:mod:`kueri.encoders.cross`, ``--stance-encoder``) in place of
+  objects) of kueri's fine-tuned stance encoder (:mod:`kueri.stance.encoders`, ``--stance-encoder``) in place of
   the TF-IDF sentence model's; ``votes-dense``: the same without TF-IDF; ``today+votes``: the shipped features
   plus the encoder votes' five aggregates (sums, maxima, comparative maximum) beside the TF-IDF model's.
   The stance encoder is trained on CompSent-19 only, so it has never seen a stance-train answer; the NEUTRAL
@@ -164,12 +164,12 @@ def embed_all(cache: Path, rows: list[tuple[str, str, str, str]]) -> dict[str, n
 
 def encoder_votes(path: Path, passages: list) -> list[list[np.ndarray | None]]:
     """The stance encoder's votes for each sentence naming both objects of each passage (None for the others)."""
-    from kueri.encoders.cross import StanceEncoder
+    from kueri.stance.encoders import SentenceEncoder
     from kueri.stance.features import OBJ1, OBJ2
 
     both = sorted({tuple(s) for p in passages for s in p.sentences if OBJ1 in s and OBJ2 in s})
     started = time.perf_counter()
-    probabilities = StanceEncoder(path).probabilities([list(s) for s in both]) if both else np.zeros((0, 3))
+    probabilities = SentenceEncoder(path).probabilities([list(s) for s in both]) if both else np.zeros((0, 3))
     print(f"  stance encoder: {len(both)} sentences in {time.perf_counter() - started:.0f} s", flush=True)
     found = dict(zip(both, probabilities, strict=True))
     return [[found.get(tuple(s)) for s in p.sentences] for p in passages]
@@ -310,7 +310,7 @@ def main() -> int:
     print(f"encoder features ready after {time.perf_counter() - started:.0f} s", flush=True)
     vote_dense, vote_comparative = dense, comparative
     if {"votes", "votes-dense", "today+votes"} & set(args.candidates):
-        from kueri.encoders.cross import MODEL
+        from kueri.stance.encoders import SENTENCE_MODEL as MODEL
 
         path = args.stance_encoder or MODEL
         votes = encoder_votes(path, [p for _, p, _ in rows])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fine-tune kueri's stance encoder, ``kueri/resources/models/stance-encoder-v1.npz`` (see kueri.encoders.cross).
+"""Fine-tune kueri's stance encoder, ``kueri/resources/models/stance-encoder-v1.npz`` (see kueri.stance.encoders).
 
     .venv/bin/pip install -e '.[train]'
     .venv/bin/python scripts/train_stance_encoder.py [--out PATH] [--epochs 3] [--layers 6] [--learning-rate 5e-5]
@@ -48,18 +48,11 @@ from train_stance import (  # noqa: E402
 
 from kueri.cli.script import run_script, script_parser  # noqa: E402
 from kueri.encoders.bert_graph import BertEncoder, BertLayer, FloatLinear, build_graph, open_session  # noqa: E402
-from kueri.encoders.cross import (  # noqa: E402
-    HYPOTHESIS,
-    LABELS,
-    MODEL,
-    StanceEncoder,
-    TunedWeights,
-    base_weights,
-    encode_inputs,
-    masked_text,
-    pair_tokenizer,
-)
+from kueri.encoders.cross import DEFAULT_MAX_TOKENS, TunedWeights, base_weights, encode_pairs, pair_tokenizer  # noqa: E402
 from kueri.encoders.minilm import MODEL_SHA256  # noqa: E402
+from kueri.stance.encoders import HYPOTHESIS, SentenceEncoder, masked_text  # noqa: E402
+from kueri.stance.encoders import SENTENCE_LABELS as LABELS  # noqa: E402
+from kueri.stance.encoders import SENTENCE_MODEL as MODEL  # noqa: E402
 from kueri.stance.features import in_training_half, swap_tokens  # noqa: E402
 from kueri.stance.model import StanceModel  # noqa: E402
 
@@ -190,7 +183,7 @@ def train(texts: list[str], labels: list[int], layers: int, epochs: int, learnin
     started = time.perf_counter()
     encoder = base_weights().encoder
     first_layer = len(encoder.layers) - layers
-    encoded = encode_inputs(pair_tokenizer(), texts)
+    encoded = encode_pairs(pair_tokenizer(DEFAULT_MAX_TOKENS), [(HYPOTHESIS, text) for text in texts])
     batches = batches_of(lower_states(encoded, first_layer), labels)
     if log:
         print(f"  lower layers of {len(texts)} inputs in {time.perf_counter() - started:.0f} s", flush=True)
@@ -261,7 +254,7 @@ def train_and_measure(layers: int, epochs: int, learning_rate: float, comparativ
     holder = StanceModel(placeholder_meta([0.25] * 4), sentence, _empty_passage_model())  # its sentence model only
     reports = {}
     for name, probabilities in (
-            ("stance encoder", StanceEncoder(out).probabilities([t for _, t, _ in test])),
+            ("stance encoder", SentenceEncoder(out).probabilities([t for _, t, _ in test])),
             ("TF-IDF sentence model", np.array([holder.sentence_probabilities(t) for _, t, _ in test]))):
         reports[name] = f1_report(gold, [LABELS[int(i)] for i in np.argmax(probabilities, axis=1)], LABELS)
         per_class = " ".join(f"{label} {reports[name][label]:.4f}" for label in LABELS)

@@ -85,6 +85,15 @@ def test_layers_import_only_downwards():
             assert ORDER.index(layer_of(name)) <= own, f"{module} ({ORDER[own]}) imports {name} ({layer_of(name)})"
 
 
+def test_the_encoders_know_no_task():
+    """The encoders compute (a cross-encoder: text pairs in, class probabilities out); masking a topic's objects and
+    writing a stance model's hypotheses belong to kueri.stance."""
+    for module, path in kueri_modules().items():
+        if module.startswith("kueri.encoders"):
+            task = {n for n in imports(path) if n.startswith(("kueri.stance", "kueri.objects"))}
+            assert not task, f"{module} imports {sorted(task)}"
+
+
 def test_no_import_cycles():
     modules = kueri_modules()
     edges = {m: {n for n in imports(p) if n in modules and n != m} for m, p in modules.items()}

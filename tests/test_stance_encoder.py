@@ -1,4 +1,4 @@
-"""kueri's stance encoder (kueri.encoders.cross) and the stance model that reads its votes (stance-v2).
+"""kueri's stance encoder (kueri.stance.encoders, on kueri.encoders.cross) and the stance model reading its votes.
 
 The shipped weights, run through kueri's own BERT graph: symmetric in the objects by construction, a comparison
 told from a mere mention, the same probabilities alone and in a batch, pinned on every CPU with AVX2 and FMA (the
@@ -43,9 +43,9 @@ def masked(sentence: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def encoder():
-    from kueri.encoders.cross import StanceEncoder
+    from kueri.stance.encoders import SentenceEncoder
 
-    return StanceEncoder(threads=2)
+    return SentenceEncoder(threads=2)
 
 
 @pytest.fixture(scope="module")
@@ -91,16 +91,15 @@ def test_probabilities_are_the_stored_ones(encoder):
 def test_an_emulated_avx2_cpu_computes_the_same(encoder, tmp_path):
     """The stance encoder's graph (fine-tuned float32 layers, the first token's state) on an emulated Haswell
     (AVX2, no AVX-512): the same bits as here, for one short input (emulation is about a thousand times slower)."""
-    from kueri.encoders.bert_graph import BertEncoder, build_graph, first_token
-    from kueri.encoders.cross import encode_inputs, masked_text
+    from kueri.encoders.bert_graph import build_graph, first_token
+    from kueri.encoders.cross import encode_pairs
+    from kueri.stance.encoders import HYPOTHESIS, masked_text
 
-    ids = np.array(encode_inputs(encoder.tokenizer, [masked_text(masked(SENTENCES[0]))]), dtype=np.int64)
-    embeddings, mask = encoder.base.embeddings(ids), np.ones(ids.shape, dtype=bool)
-    native = first_token(encoder.session, embeddings, mask)
-    base = encoder.base.encoder
-    graph = BertEncoder(base.name, base.hidden, base.heads, base.eps, base.embedding_norm,
-                        [*base.layers[:encoder.tuned.first_layer], *encoder.tuned.layers])
-    emulated = on_emulated_haswell(build_graph(graph), embeddings, mask, "first_token", tmp_path)
+    cross = encoder.cross
+    ids = np.array(encode_pairs(cross.tokenizer, [(HYPOTHESIS, masked_text(masked(SENTENCES[0])))]), dtype=np.int64)
+    embeddings, mask = cross.base.embeddings(ids), np.ones(ids.shape, dtype=bool)
+    native = first_token(cross.session, embeddings, mask)
+    emulated = on_emulated_haswell(build_graph(cross.graph(cross.base)), embeddings, mask, "first_token", tmp_path)
     assert np.array_equal(emulated, native), \
         f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
 
@@ -114,17 +113,22 @@ def test_the_shipped_files_are_the_recorded_ones():
 
 
 def test_a_broken_or_foreign_file_is_one_line_naming_it(tmp_path):
-    from kueri.encoders.cross import MODEL, StanceEncoder, TunedWeights
+    from kueri.encoders.cross import TunedWeights
+    from kueri.stance.encoders import SENTENCE_MODEL, SentenceEncoder
 
     broken = tmp_path / "stance-encoder.npz"
     broken.write_bytes(b"not a model")
     with pytest.raises(SetupError, match="stance-encoder.npz.*rebuild it with"):
-        StanceEncoder(broken)
-    tuned = TunedWeights.load(MODEL)
+        SentenceEncoder(broken)
+    tuned = TunedWeights.load(SENTENCE_MODEL, "it")
     foreign = tmp_path / "foreign.npz"
     type(tuned)({**tuned.meta, "base_sha256": "0" * 64}, tuned.layers, tuned.head).save(foreign)
     with pytest.raises(SetupError, match="another MiniLM file"):
-        StanceEncoder(foreign)
+        SentenceEncoder(foreign)
+    other_task = tmp_path / "other-task.npz"
+    type(tuned)({**tuned.meta, "hypothesis": "x is worse than y"}, tuned.layers, tuned.head).save(other_task)
+    with pytest.raises(SetupError, match="other-task.npz has labels .* and hypothesis 'x is worse than y'"):
+        SentenceEncoder(other_task)
 
 
 def test_v2_labels_swap_with_the_topics_objects(model):
@@ -189,7 +193,7 @@ def test_v2_votes_come_once_per_sentence(model):
 
 
 if __name__ == "__main__":
-    from kueri.encoders.cross import StanceEncoder
+    from kueri.stance.encoders import SentenceEncoder
 
-    np.savez(REFERENCE, probabilities=StanceEncoder(threads=1).probabilities([masked(s) for s in SENTENCES]))
+    np.savez(REFERENCE, probabilities=SentenceEncoder(threads=1).probabilities([masked(s) for s in SENTENCES]))
     print(f"wrote {REFERENCE}")

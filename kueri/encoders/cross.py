@@ -1,23 +1,17 @@
-"""kueri's own cross-encoder: all-MiniLM-L6-v2 fine-tuned to tell which of two objects a sentence favours.
+"""A cross-encoder: a pair of texts in, class probabilities out (sentence-transformers' CrossEncoder), on MiniLM.
 
-Mean-pooled sentence embeddings barely change when a sentence's two objects are exchanged, so they cannot
-say which one it favours (docs/stance.md). A cross-encoder reads a *hypothesis* and the text together and
-answers for the pair: here the hypothesis is always :data:`HYPOTHESIS` ("x is better than y") and the text is
-a sentence with the topic's objects masked as kueri masks them (``OBJ1``, ``OBJ2``: :mod:`kueri.objects`),
-read as ``x`` and ``y``, so the model learns the comparison, never the objects. It answers P(BETTER, WORSE,
-NONE): the hypothesis holds, the reverse holds, or the sentence compares nothing. It is symmetric in the
-objects by construction: a text's probabilities are averaged with those of the text with OBJ1 and OBJ2
-exchanged, BETTER and WORSE exchanged back.
+A cross-encoder reads two texts together (``[CLS] first [SEP] second [SEP]``) and a linear head on the first
+token's last hidden state says which class the pair belongs to. The network is the MiniLM kueri already ships
+(:mod:`kueri.encoders.minilm`): its input embeddings (and any layers not fine-tuned) exactly as the package's
+file holds them, its fine-tuned layers in their place. The model file (:class:`TunedWeights`) holds only what
+fine-tuning changed: those layers (their linear layers rounded to int8 blocks, as MiniLM's own file holds
+them), the head and a JSON header (the base file's SHA-256, which layers it replaces, the class labels, the
+longest input it reads, what it was trained on). It runs through the same BERT graph as the encoders
+(:mod:`kueri.encoders.bert_graph`: the same bits on every x86-64 CPU with AVX2 and FMA); the head is applied
+with kueri's fixed-order arithmetic.
 
-The network is the MiniLM kueri already ships (:mod:`kueri.encoders.minilm`): its input embeddings (and any
-layers not fine-tuned) exactly as the package's file holds them, its fine-tuned layers in their place, and a
-linear head on the first token (``[CLS]``). The model file (:data:`MODEL`, written by
-``scripts/train_stance_encoder.py``) holds only what fine-tuning changed: those layers (their linear layers
-rounded to int8 blocks, as MiniLM's own file holds them), the head and a JSON header (the base file's SHA-256,
-which layers it replaces, the hypothesis, the labels, the training data's checksums). It runs through the same
-BERT graph as the encoders (:mod:`kueri.encoders.bert_graph`:
-the same bits on every x86-64 CPU with AVX2 and FMA); the head is applied with kueri's fixed-order
-arithmetic.
+This module knows no task: what the pairs mean (the stance models' hypotheses and masked texts) is the
+caller's (:mod:`kueri.stance.encoders`).
 """
 
 from __future__ import annotations
@@ -26,10 +20,10 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from kueri import resources
 from kueri.arithmetic import exps, row_dots
 from kueri.encoders.bert_graph import (
     BertEncoder,
@@ -47,28 +41,18 @@ from kueri.encoders.wordpiece import WordPieceTokenizer
 from kueri.errors import SetupError
 from kueri.tfidf import load_model_file, write_model_file
 
-MODEL = resources.path("models", "stance-encoder-v1.npz")
 MODEL_FORMAT = 1
-#: What the masked objects read as: one word piece each, as unlike as two words can be (``obj1`` / ``obj2`` are
-#: three pieces that differ only in the last, and a model fine-tuned on them could not tell which was which).
-PLACEHOLDERS = {"OBJ1": "x", "OBJ2": "y"}
-#: The first segment of every input: the text says whether it holds (BETTER), the reverse (WORSE), or neither.
-HYPOTHESIS = "x is better than y"
-LABELS = ("BETTER", "WORSE", "NONE")
-#: Exchanging the objects exchanges these probabilities.
-SWAP = [1, 0, 2]
-#: Word pieces of one input, hypothesis included: CompSent-19's sentences fit (99th percentile 71 pieces).
-MAX_TOKENS = 96
+#: Word pieces of one input when the file does not say (its header's ``max_tokens``): the first model's.
+DEFAULT_MAX_TOKENS = 96
 #: Texts per call of the graph (as the encoders: small batches keep activations in the CPU's caches).
 BATCH = 8
-REBUILD = "`python scripts/train_stance_encoder.py` (pip install -e '.[train]')"
 _PARTS = ("q", "k", "v", "ao", "fi", "fo")
 
 
 @dataclass(frozen=True)
 class TunedWeights:
     """What fine-tuning changed in MiniLM: its top layers (replacing the base's from ``first_layer`` on) and
-    a linear head on the first token's last hidden state (hidden x :data:`LABELS`)."""
+    a linear head on the first token's last hidden state (hidden x labels)."""
 
     meta: dict[str, object]
     layers: tuple[BertLayer, ...]
@@ -78,14 +62,24 @@ class TunedWeights:
     def first_layer(self) -> int:
         return int(self.meta["first_layer"])  # type: ignore[call-overload]
 
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(self.meta["labels"])  # type: ignore[call-overload]
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.meta.get("max_tokens", DEFAULT_MAX_TOKENS))  # type: ignore[call-overload]
+
     @classmethod
-    def load(cls, path: str | Path = MODEL) -> TunedWeights:
+    def load(cls, path: str | Path, rebuild: str) -> TunedWeights:
+        """The weights in ``path``; a missing, broken or foreign file is a :class:`SetupError` that says how to
+        ``rebuild`` it."""
         def build(meta: dict[str, object], arrays: dict[str, np.ndarray]) -> TunedWeights:
-            if meta.get("format") != MODEL_FORMAT or tuple(meta.get("labels", ())) != LABELS \
-                    or meta.get("hypothesis") != HYPOTHESIS:
-                raise SetupError(f"stance encoder {path} has format {meta.get('format')!r}, labels "
-                                 f"{meta.get('labels')!r} and hypothesis {meta.get('hypothesis')!r}, not what "
-                                 f"kueri computes: rebuild it with {REBUILD}")
+            labels = meta.get("labels")
+            if meta.get("format") != MODEL_FORMAT or not isinstance(labels, list) \
+                    or arrays["head.w"].shape[1:] != (len(labels),):
+                raise SetupError(f"cross-encoder {path} has format {meta.get('format')!r} and labels {labels!r}, "
+                                 f"not what kueri computes: rebuild it with {rebuild}")
             count = int(meta["layers"])  # type: ignore[call-overload]
             layers = tuple(BertLayer({part: Int8Linear(arrays[f"l{i}.{part}.values"], arrays[f"l{i}.{part}.scales"],
                                                        arrays[f"l{i}.{part}.b"]) for part in _PARTS},
@@ -93,7 +87,7 @@ class TunedWeights:
                                      (arrays[f"l{i}.oln.w"], arrays[f"l{i}.oln.b"])) for i in range(count))
             return cls(meta, layers, FloatLinear(arrays["head.w"], arrays["head.b"]))
 
-        return load_model_file(path, "stance encoder", REBUILD, build)
+        return load_model_file(path, "cross-encoder", rebuild, build)
 
     def quantised(self) -> TunedWeights:
         """The same weights with every linear layer rounded to int8 blocks (:meth:`Int8Linear.quantise`), the form
@@ -126,24 +120,18 @@ def base_weights() -> MiniLMWeights:
     require_onnxruntime(INSTALL_HINT)
     path = MINILM.model_file()
     if hashlib.sha256(path.read_bytes()).hexdigest() != MODEL_SHA256:
-        raise SetupError(f"{path} is not the MiniLM file kueri's stance encoder was fine-tuned from "
+        raise SetupError(f"{path} is not the MiniLM file kueri's cross-encoders were fine-tuned from "
                          f"(sha256 {MODEL_SHA256[:12]}...): {MINILM.install_hint}")
     return MiniLMWeights.load(path)
 
 
-def pair_tokenizer() -> WordPieceTokenizer:
-    return WordPieceTokenizer(TOKENIZER, MAX_TOKENS)
+def pair_tokenizer(max_tokens: int) -> WordPieceTokenizer:
+    return WordPieceTokenizer(TOKENIZER, max_tokens)
 
 
-def encode_inputs(tokenizer: WordPieceTokenizer, texts: Sequence[str]) -> list[list[int]]:
-    """``[CLS] hypothesis [SEP] text [SEP]`` of each text, cut to :data:`MAX_TOKENS` pieces."""
-    return [tokenizer.encode_pair(HYPOTHESIS, text) for text in texts]
-
-
-def masked_text(masked: Sequence[str]) -> str:
-    """A sentence's masked tokens (:mod:`kueri.objects`) as the text the model reads: OBJ1 and OBJ2 as
-    :data:`PLACEHOLDERS`."""
-    return " ".join(PLACEHOLDERS.get(token, token.lower()) for token in masked)
+def encode_pairs(tokenizer: WordPieceTokenizer, pairs: Sequence[tuple[str, str]]) -> list[list[int]]:
+    """``[CLS] first [SEP] second [SEP]`` of each pair, the second text cut to fit the tokenizer's length."""
+    return [tokenizer.encode_pair(first, second) for first, second in pairs]
 
 
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
@@ -153,48 +141,71 @@ def softmax_rows(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=1, keepdims=True)
 
 
-class StanceEncoder:
-    """P(BETTER, WORSE, NONE) of masked sentences, symmetric in the objects (see the module).
+class CrossEncoder:
+    """Class probabilities of text pairs (:meth:`predict`), from a :class:`TunedWeights` file on MiniLM.
 
-    ``probabilities(sentences)``: one row per sentence, each a list of masked tokens (OBJ1 / OBJ2).
+    The graph's session is opened on first use, in the process that predicts; a pickled encoder (what a worker
+    process or a Ray task receives) is its file and threads, and opens its own session there.
     """
 
-    labels = LABELS
-
-    def __init__(self, path: str | Path = MODEL, threads: int | None = None) -> None:
-        self.tuned = TunedWeights.load(path)
+    def __init__(self, path: str | Path, rebuild: str, threads: int | None = None) -> None:
+        self.path, self.rebuild, self.threads = Path(path), rebuild, threads
+        self.tuned = TunedWeights.load(path, rebuild)
         if self.tuned.meta.get("base_sha256") != MODEL_SHA256:
-            raise SetupError(f"stance encoder {path} was tuned from another MiniLM file: rebuild it with {REBUILD}")
-        self.base = base_weights()
-        first = self.tuned.first_layer
-        base = self.base.encoder
-        if first + len(self.tuned.layers) != len(base.layers):
-            raise SetupError(f"stance encoder {path} replaces layers {first}.. of {len(base.layers)} with "
-                             f"{len(self.tuned.layers)}: rebuild it with {REBUILD}")
-        encoder = BertEncoder(f"{base.name}-stance", base.hidden, base.heads, base.eps, base.embedding_norm,
-                              [*base.layers[:first], *self.tuned.layers])
-        self.tokenizer = pair_tokenizer()
-        self.session, self.workers = open_encoder(encoder, threads, INSTALL_HINT)
+            raise SetupError(f"cross-encoder {path} was tuned from another MiniLM file: rebuild it with {rebuild}")
+        self.labels = self.tuned.labels
+        self.tokenizer = pair_tokenizer(self.tuned.max_tokens)
+        self._opened: tuple[MiniLMWeights, Any, int] | None = None
 
-    def logits(self, texts: Sequence[str]) -> np.ndarray:
-        """The head's logits (texts x :data:`LABELS`) of ``[CLS] hypothesis [SEP] text [SEP]``, one direction."""
-        if not texts:
-            return np.zeros((0, len(LABELS)))
-        encoded = encode_inputs(self.tokenizer, texts)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.path, self.rebuild, self.threads)
+
+    @property
+    def meta(self) -> dict[str, object]:
+        return self.tuned.meta
+
+    def graph(self, base: MiniLMWeights) -> BertEncoder:
+        """MiniLM's encoder with the tuned layers in place of its top ones."""
+        first, encoder = self.tuned.first_layer, base.encoder
+        if first + len(self.tuned.layers) != len(encoder.layers):
+            raise SetupError(f"cross-encoder {self.path} replaces layers {first}.. of {len(encoder.layers)} with "
+                             f"{len(self.tuned.layers)}: rebuild it with {self.rebuild}")
+        return BertEncoder(f"{encoder.name}-cross", encoder.hidden, encoder.heads, encoder.eps, encoder.embedding_norm,
+                           [*encoder.layers[:first], *self.tuned.layers])
+
+    def _open(self) -> tuple[MiniLMWeights, Any, int]:
+        if self._opened is None:
+            base = base_weights()
+            self._opened = (base, *open_encoder(self.graph(base), self.threads, INSTALL_HINT))
+        return self._opened
+
+    @property
+    def base(self) -> MiniLMWeights:
+        return self._open()[0]
+
+    @property
+    def session(self) -> Any:
+        return self._open()[1]
+
+    def states(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The first token's last hidden state of each pair (pairs x hidden): what the head reads."""
+        base, session, workers = self._open()
+        if not pairs:
+            return np.zeros((0, base.encoder.hidden), dtype=np.float32)
+        encoded = encode_pairs(self.tokenizer, pairs)
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-        first = embed_in_batches(self.session, encoded, order, BATCH, 0, self.base.embeddings, self.base.encoder.hidden,
-                                 "stance", False, self.workers, pooling=first_token)
+        return embed_in_batches(session, encoded, order, BATCH, 0, base.embeddings, base.encoder.hidden,
+                                "cross-encoder", False, workers, pooling=first_token)
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The head's logits (pairs x :attr:`labels`)."""
+        if not pairs:
+            return np.zeros((0, len(self.labels)))
         head = self.tuned.head
         weight_rows = np.ascontiguousarray(np.asarray(head.weight, dtype=np.float64).T)  # labels x hidden
-        products = row_dots(first.astype(np.float64)[:, None, :], weight_rows[None, :, :])
+        products = row_dots(self.states(pairs).astype(np.float64)[:, None, :], weight_rows[None, :, :])
         return products + np.asarray(head.bias, dtype=np.float64)
 
-    def probabilities(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
-        """P(BETTER, WORSE, NONE) of each masked sentence, averaged over both orders of the objects."""
-        from kueri.objects import swap_tokens
-
-        texts = [masked_text(s) for s in sentences]
-        swapped = [masked_text(swap_tokens(s)) for s in sentences]
-        both = softmax_rows(self.logits([*texts, *swapped]))
-        forward, backward = both[: len(texts)], both[len(texts):]
-        return (forward + backward[:, SWAP]) / 2.0
+    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """P(each of :attr:`labels`) of each pair (pairs x labels)."""
+        return softmax_rows(self.logits(pairs)) if pairs else np.zeros((0, len(self.labels)))

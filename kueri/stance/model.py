@@ -36,8 +36,8 @@ The label is the class with the highest resulting score. Both knobs can be chang
 
 **Where the sentence votes come from.** ``stance-v1.npz`` takes them from its TF-IDF sentence model;
 ``stance-v2.npz`` (header ``"votes": "encoder"``) from kueri's fine-tuned cross-encoder
-(:mod:`kueri.encoders.cross`, the file named by its ``"encoder"`` header beside it), which reads the whole
-masked sentence and sees which object it favours; its passage model was trained on those votes. The
+(:class:`kueri.stance.encoders.SentenceEncoder`, the file named by its ``"encoder"`` header beside it), which
+reads the whole masked sentence and sees which object it favours; its passage model was trained on those votes. The
 encoder scores every distinct sentence naming both objects once (:meth:`StanceModel.prefetch` takes a
 topic's passages in one batch).
 
@@ -62,7 +62,7 @@ from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, senten
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
 if TYPE_CHECKING:  # onnxruntime is loaded only by a model that reads the encoder
-    from kueri.encoders.cross import StanceEncoder
+    from kueri.stance.encoders import SentenceEncoder
 
 DEFAULT_MODEL = resources.path("models", "stance-v1.npz")
 MODEL_FORMAT = 1
@@ -145,7 +145,7 @@ class StanceModel:
                              "rebuild it with `python scripts/train_stance.py`")
         # The encoder's file, beside the model's; it is opened on first use, in the process that labels.
         self.folder = folder if folder is not None else DEFAULT_MODEL.parent
-        self._encoder: StanceEncoder | None = None
+        self._encoder: SentenceEncoder | None = None
         self._votes: dict[tuple[str, ...], np.ndarray] = {}
         # A model whose votes cost an encoder may label only a topic's top hits itself, and hand the others to a
         # fast model named in its header (the same labels that model gives alone).
@@ -206,12 +206,12 @@ class StanceModel:
         return (forward + backward[_SENTENCE_SWAP]) / 2.0
 
     @property
-    def encoder(self) -> StanceEncoder:
+    def encoder(self) -> SentenceEncoder:
         """The stance encoder that gives a ``"votes": "encoder"`` model's votes (opened on first use)."""
         if self._encoder is None:
-            from kueri.encoders.cross import StanceEncoder
+            from kueri.stance.encoders import SentenceEncoder
 
-            self._encoder = StanceEncoder(self._companion("encoder"))
+            self._encoder = SentenceEncoder(self._companion("encoder"))
         return self._encoder
 
     def prefetch(self, passages: Sequence[MaskedPassage]) -> None:
