@@ -134,10 +134,10 @@ def test_a_broken_or_foreign_file_is_one_line_naming_it(tmp_path):
 def test_v2_labels_swap_with_the_topics_objects(model):
     text = ("Cats are far better pets than dogs. Cats are cleaner, quieter and cheaper than dogs, so I would "
             "always choose a cat over a dog.")
-    assert model.votes_from == "encoder"
+    assert model.top.votes_from == "encoder" and model.below.votes_from == "tfidf" and model.depth == 20
     assert model.label(text, "cats", "dogs") == "FIRST"
     assert model.label(text, "dogs", "cats") == "SECOND"
-    forward, backward = model.probabilities(text, "cats", "dogs"), model.probabilities(text, "dogs", "cats")
+    forward, backward = model.top.probabilities(text, "cats", "dogs"), model.top.probabilities(text, "dogs", "cats")
     assert np.allclose(forward, backward[[1, 0, 2, 3]], atol=1e-12)
 
 
@@ -157,7 +157,7 @@ def test_v2_labels_are_the_same_alone_in_workers_and_after_pickling(model, monke
     topics = read_topics(SAMPLE_TOPICS)
     alone = label_run(run, topics, texts, depth=None, model=model, workers=1)
     revived = pickle.loads(pickle.dumps(model))
-    assert revived._encoder is None and not revived._votes
+    assert len(model.top.votes) > 0 and len(revived.top.votes) == 0  # its encoder's file travels, not its votes
     assert label_run(run, topics, texts, depth=None, model=revived, workers=1) == alone
     monkeypatch.setattr(label, "POOL_MIN_HITS", 1)
     assert label_run(run, topics, texts, depth=None, model=model, workers=2) == alone
@@ -172,11 +172,11 @@ def test_v2_labels_are_the_same_alone_in_workers_and_after_pickling(model, monke
 def test_v2_saved_elsewhere_reads_the_shipped_encoder_and_fast_model(model, tmp_path):
     """A model file written outside the package (train_stance.py --out) finds the encoder and the fast model it
     names beside it, else among the shipped ones."""
-    from kueri.stance import StanceModel
+    from kueri.stance import load_model
 
     text = "Trains are greener than planes. Planes are faster than trains."
-    model.save(tmp_path / "stance-v2.npz")
-    elsewhere = StanceModel.load(tmp_path / "stance-v2.npz")
+    model.top.save(tmp_path / "stance-v2.npz")
+    elsewhere = load_model(tmp_path / "stance-v2.npz")
     assert elsewhere.label(text, "trains", "planes") == model.label(text, "trains", "planes")
     assert elsewhere.at_rank(21).label(text, "trains", "planes") == model.below.label(text, "trains", "planes")
 
@@ -185,11 +185,11 @@ def test_v2_votes_come_once_per_sentence(model):
     """Only sentences naming both objects are voted on, each once for the model's life."""
     matcher = ObjectMatcher("tea", "coffee")
     passage = mask_passage("Tea is healthier than coffee. Coffee has more caffeine than tea. I like tea.", matcher)
-    before = len(model._votes)
+    before = len(model.top.votes)
     model.prefetch([passage, passage])
-    assert len(model._votes) == before + 2
-    votes = model.sentence_votes(passage)
-    assert [v is not None for v in votes] == [True, True, False] and len(model._votes) == before + 2
+    assert len(model.top.votes) == before + 2
+    votes = model.top.sentence_votes(passage)
+    assert [v is not None for v in votes] == [True, True, False] and len(model.top.votes) == before + 2
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ def cmd_stance(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.processes import resolve_workers
     from kueri.runfile import read_run_with_tag, write_lines_atomic, write_run
+    from kueri.stance.family import DEFAULT, load_model
     from kueri.stance.label import (
         LabelSummary,
         corpus_texts,
@@ -70,12 +71,11 @@ def cmd_stance(args: argparse.Namespace) -> int:
         label_run_on_ray,
         needed_ids,
     )
-    from kueri.stance.model import load_model
 
     if args.depth < 0:
         raise KueriError(f"--depth must be at least 0, not {args.depth}")
     workers = resolve_workers(args.workers)
-    model = load_model(args.model or "stance-v1")  # fail before reading anything large
+    model = load_model(args.model or DEFAULT)  # fail before reading anything large
     if args.priors is not None or args.neutral_gate is not None:
         model = model.with_decision(args.priors, args.neutral_gate)
     run, tag = read_run_with_tag(args.run)

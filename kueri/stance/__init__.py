@@ -1,11 +1,13 @@
 """stance: label the hits of a run FIRST / SECOND / NEUTRAL / NO towards the topic's two objects.
 
-:func:`label_run` is the stage (``kueri stance`` its command, :mod:`kueri.stance.cli`);
-:class:`StanceModel` the shipped model (``kueri/resources/models/stance-v1.npz``, rebuilt by
+:func:`label_run` is the stage (``kueri stance`` its command, :mod:`kueri.cli.stance`); the models are one
+family (:mod:`kueri.stance.family`: :func:`load_model` by name, :class:`Cascade` of a strong and a fast one);
+:class:`StanceModel` the TF-IDF model (``kueri/resources/models/stance-v1.npz``, rebuilt by
 ``scripts/train_stance.py``), whose :meth:`StanceModel.explain` finds the sentence that decided a label
-(:func:`explain_run` for a run); :mod:`kueri.stance.features` the object masking both share.
+(:func:`explain_run` for a run); :mod:`kueri.stance.features` the features it reads.
 """
 
+from kueri.stance.family import DEFAULT, MODELS, Cascade, StanceClassifier, load_model
 from kueri.stance.label import (
     DEFAULT_DEPTH,
     LabelSummary,
@@ -15,9 +17,10 @@ from kueri.stance.label import (
     label_run,
     needed_ids,
 )
-from kueri.stance.model import DEFAULT_MODEL, LABELS, SHIPPED, Explanation, StanceModel, load_model
+from kueri.stance.model import DEFAULT_MODEL, LABELS, Explanation, StanceModel
 
 __all__ = [
-    "DEFAULT_DEPTH", "DEFAULT_MODEL", "LABELS", "SHIPPED", "Explanation", "LabelSummary", "StanceModel",
-    "corpus_texts", "explain_run", "index_texts", "label_run", "load_model", "needed_ids",
+    "DEFAULT", "DEFAULT_DEPTH", "DEFAULT_MODEL", "LABELS", "MODELS", "Cascade", "Explanation", "LabelSummary",
+    "StanceClassifier", "StanceModel", "corpus_texts", "explain_run", "index_texts", "label_run", "load_model",
+    "needed_ids",
 ]

@@ -7,20 +7,24 @@ construction: a text's probabilities are averaged with those of the text with th
 that name a side exchanged back.
 
 - :class:`SentenceEncoder` (``stance-encoder-v1.npz``, ``scripts/train_stance_encoder.py``): P(BETTER, WORSE,
-  NONE) of a sentence naming both objects: the hypothesis holds, the reverse holds, or it compares nothing.
+  NONE) of a sentence naming both objects: the hypothesis holds, the reverse holds, or it compares nothing;
+  :class:`SentenceVotes` keeps them for a model's life.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kueri import resources
-from kueri.encoders.cross import CrossEncoder
 from kueri.errors import SetupError
 from kueri.objects import swap_tokens
+
+if TYPE_CHECKING:  # the encoders' modules load when a model first needs an encoder, not with every stance model
+    from kueri.encoders.cross import CrossEncoder
 
 SENTENCE_MODEL = resources.path("models", "stance-encoder-v1.npz")
 #: What the masked objects read as: one word piece each, as unlike as two words can be (``obj1`` / ``obj2`` are
@@ -43,6 +47,8 @@ def masked_text(masked: Sequence[str]) -> str:
 def stance_cross_encoder(path: str | Path, labels: Sequence[str], rebuild: str,
                          threads: int | None = None) -> CrossEncoder:
     """The cross-encoder in ``path``, checked to answer ``labels`` for :data:`HYPOTHESIS`."""
+    from kueri.encoders.cross import CrossEncoder
+
     encoder = CrossEncoder(path, rebuild, threads)
     if encoder.labels != tuple(labels) or encoder.meta.get("hypothesis") != HYPOTHESIS:
         raise SetupError(f"stance encoder {path} has labels {list(encoder.labels)} and hypothesis "
@@ -72,3 +78,40 @@ class SentenceEncoder:
     def probabilities(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
         """P(BETTER, WORSE, NONE) of each masked sentence, averaged over both orders of the objects."""
         return symmetric(self.cross, sentences, SENTENCE_SWAP)
+
+
+#: Sentence votes kept (a full-size run has a few tens of thousands of sentences naming both objects).
+KEPT_VOTES = 200_000
+
+
+class SentenceVotes:
+    """The :class:`SentenceEncoder`'s P(BETTER, WORSE, NONE) of masked sentences, each computed once and kept (up to
+    :data:`KEPT_VOTES` sentences) for this object's life; the encoder is opened on first use.
+
+    Like the encoder, it pickles as its file: a worker process or a Ray task opens its own and starts with no votes.
+    """
+
+    def __init__(self, path: str | Path = SENTENCE_MODEL) -> None:
+        self.path = Path(path)
+        self._encoder: SentenceEncoder | None = None
+        self._votes: dict[tuple[str, ...], np.ndarray] = {}
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.path,)
+
+    def __len__(self) -> int:
+        return len(self._votes)
+
+    def __getitem__(self, sentence: Sequence[str]) -> np.ndarray:
+        return self._votes[tuple(sentence)]
+
+    def add(self, sentences: Iterable[Sequence[str]]) -> None:
+        """Vote on the ``sentences`` that have no vote yet, in one batch."""
+        new = list(dict.fromkeys(key for s in sentences if (key := tuple(s)) not in self._votes))
+        if not new:
+            return
+        if self._encoder is None:
+            self._encoder = SentenceEncoder(self.path)
+        if len(self._votes) + len(new) > KEPT_VOTES:
+            self._votes.clear()
+        self._votes.update(zip(new, self._encoder.probabilities(new), strict=True))

@@ -22,7 +22,8 @@ from kueri.objects import ObjectMatcher, mask_passage
 from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress as with_progress
 from kueri.records import Hit, Run, Topic
-from kueri.stance.model import DEFAULT_MODEL, LABELS, StanceModel
+from kueri.stance.family import StanceClassifier, load_model
+from kueri.stance.model import LABELS
 
 if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type
     from kueri.lucene.index import LuceneIndex
@@ -69,7 +70,7 @@ def label_run(
     topics: Iterable[Topic],
     texts: Texts,
     depth: int | None = DEFAULT_DEPTH,
-    model: StanceModel | str | Path | None = None,
+    model: StanceClassifier | str | Path | None = None,
     summary: LabelSummary | None = None,
     progress: bool = False,
     workers: int = 1,
@@ -77,8 +78,9 @@ def label_run(
     """A copy of ``run`` whose top ``depth`` hits per topic (all with ``None`` or 0) carry a stance label.
 
     FIRST / SECOND favour the first / second object of the topic's ``<objects>``. ``model``: an open
-    :class:`StanceModel`, a model file, or None for the shipped one. Every topic of the run must be among
-    ``topics`` (its objects are needed); a passage without a text raises :class:`KueriError`.
+    :class:`~kueri.stance.family.StanceClassifier`, a shipped model's name or a model file, or None for the
+    default. Every topic of the run must be among ``topics`` (its objects are needed); a passage without a text
+    raises :class:`KueriError`.
     ``summary``, when given, is filled with counts and timing; ``progress``: a bar over the topics.
     ``workers`` > 1 labels the topics in that many processes when there are enough hits to pay for
     starting them (:data:`POOL_MIN_HITS`): the same labels; texts are still read in this process.
@@ -86,8 +88,8 @@ def label_run(
     if depth is not None and depth < 0:
         raise KueriError(f"stance: depth must be at least 0, not {depth}")
     started = time.perf_counter()
-    if not isinstance(model, StanceModel):
-        model = StanceModel.load(model if model is not None else DEFAULT_MODEL)
+    if model is None or isinstance(model, str | Path):
+        model = load_model() if model is None else load_model(model)
     by_number = {topic.number: topic for topic in topics}
     if workers > 1 and len(run) > 1 and sum(len(_to_label(hits, depth)) for hits in run.values()) >= POOL_MIN_HITS:
         return _label_in_processes(run, by_number, texts, depth, model, workers, summary, started, progress)
@@ -104,7 +106,7 @@ def label_run(
         matcher = ObjectMatcher(*topic.objects)  # once per topic: it compiles the objects' patterns
         contents = _lookup(texts, [hit.doc for hit in hits[:cut]], qid)
         passages = [mask_passage(text or "", matcher) for text in contents]
-        model.prefetch(passages[:model.encoder_depth])  # a topic's sentence votes in one batch
+        model.prefetch(passages)  # a topic's batch work at once (a strong model's share of it, in a cascade)
         head = []
         for rank, (hit, passage) in enumerate(zip(hits[:cut], passages, strict=True), 1):
             stance = model.at_rank(rank).label_masked(passage)
@@ -119,7 +121,7 @@ def label_run(
 
 
 def _label_topic(batch: tuple[Run, list[Topic], dict[str, str]], depth: int | None,
-                 model: StanceModel) -> tuple[Run, dict[str, int]]:
+                 model: StanceClassifier) -> tuple[Run, dict[str, int]]:
     """In another process (a Ray task, a pool's worker): one topic's hits labelled."""
     run, topics, texts = batch
     summary = LabelSummary()
@@ -152,10 +154,10 @@ def _gather(parts: Iterable[tuple[Run, dict[str, int]]], summary: LabelSummary |
 #: lexicon, the model) takes about a second, what labelling 1,000-2,000 hits takes.
 POOL_MIN_HITS = 4000
 
-_worker_model: StanceModel | None = None
+_worker_model: StanceClassifier | None = None
 
 
-def _init_worker(model: StanceModel) -> None:
+def _init_worker(model: StanceClassifier) -> None:
     global _worker_model
     _worker_model = model
 
@@ -167,7 +169,7 @@ def _label_topic_in_worker(batch: tuple[Run, list[Topic], dict[str, str]],
 
 
 def _label_in_processes(run: Run, by_number: Mapping[str, Topic], texts: Texts, depth: int | None,
-                        model: StanceModel, workers: int, summary: LabelSummary | None, started: float,
+                        model: StanceClassifier, workers: int, summary: LabelSummary | None, started: float,
                         progress: bool) -> Run:
     """:func:`label_run`'s topics labelled in ``workers`` processes of a pool; this process reads the texts."""
     batches = _topic_batches(run, by_number, texts, depth)
@@ -176,7 +178,7 @@ def _label_in_processes(run: Run, by_number: Mapping[str, Topic], texts: Texts, 
         return _gather(with_progress(parts, "stance", "topics", enabled=progress, total=len(run)), summary, started)
 
 
-def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int | None, model: StanceModel,
+def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int | None, model: StanceClassifier,
                      address: str, summary: LabelSummary | None = None) -> Run:
     """:func:`label_run` with every topic labelled as a task of the Ray cluster at ``address``: the same run."""
     from kueri.scaleout import TASK_RETRIES, connect, ordered_map
@@ -191,14 +193,14 @@ def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int
 
 
 def explain_run(run: Run, topics: Iterable[Topic], texts: Texts, depth: int | None = DEFAULT_DEPTH,
-                model: StanceModel | None = None) -> Iterator[dict[str, object]]:
+                model: StanceClassifier | None = None) -> Iterator[dict[str, object]]:
     """For each of the top ``depth`` hits of every topic: its label and the sentence that decided it.
 
     One dict per hit, in run order: ``topic``, ``rank``, ``doc``, ``stance`` (the label :func:`label_run`
-    gives it) and ``sentence`` (:meth:`StanceModel.explain`; None when the passage names neither object).
+    gives it) and ``sentence`` (the model's ``explain``; None when the passage names neither object).
     In this process: each passage is analysed once per sentence, several times :func:`label_run`'s cost.
     """
-    model = model if model is not None else StanceModel.load(DEFAULT_MODEL)
+    model = model if model is not None else load_model()
     by_number = {topic.number: topic for topic in topics}
     for qid, hits in run.items():
         topic = by_number.get(qid)

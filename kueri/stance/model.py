@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,18 +58,14 @@ from kueri.arithmetic import exps, row_dots
 from kueri.errors import KueriError, SetupError
 from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, sentences, swap_tokens, tokens
 from kueri.records import STANCES as LABELS  # passage classes in the order of the model's rows
+from kueri.stance.encoders import SentenceVotes
 from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, sentence_sentiments
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
-
-if TYPE_CHECKING:  # onnxruntime is loaded only by a model that reads the encoder
-    from kueri.stance.encoders import SentenceEncoder
 
 DEFAULT_MODEL = resources.path("models", "stance-v1.npz")
 MODEL_FORMAT = 1
 #: Where a model's sentence votes come from: its TF-IDF sentence model, or kueri's stance encoder.
 VOTE_SOURCES = ("tfidf", "encoder")
-#: Sentence votes a model keeps (a full-size run has a few tens of thousands of sentences naming both objects).
-KEPT_VOTES = 200_000
 #: Sentence classes (CompSent-19): BETTER = OBJ1 is better than OBJ2.
 SENTENCE_LABELS = ("BETTER", "WORSE", "NONE")
 # Exchanging the objects exchanges these rows.
@@ -145,36 +141,18 @@ class StanceModel:
                              "rebuild it with `python scripts/train_stance.py`")
         # The encoder's file, beside the model's; it is opened on first use, in the process that labels.
         self.folder = folder if folder is not None else DEFAULT_MODEL.parent
-        self._encoder: SentenceEncoder | None = None
-        self._votes: dict[tuple[str, ...], np.ndarray] = {}
-        # A model whose votes cost an encoder may label only a topic's top hits itself, and hand the others to a
-        # fast model named in its header (the same labels that model gives alone).
-        depth = meta.get("encoder_depth")
-        self.encoder_depth = int(depth) if depth is not None else None  # type: ignore[call-overload]
-        self._below: StanceModel | None = None
+        self.votes = SentenceVotes(self.companion("encoder")) if self.votes_from == "encoder" else None
 
-    @property
-    def below(self) -> StanceModel:
-        """The model that labels the hits below :attr:`encoder_depth` (loaded on first use)."""
-        if self._below is None:
-            self._below = StanceModel.load(self._companion("below"))
-        return self._below
-
-    def _companion(self, key: str) -> Path:
+    def companion(self, key: str) -> Path:
         """The file a header entry names (the encoder, the fast model): beside this model's file, else the shipped
         one (a model written elsewhere, e.g. ``train_stance.py --out``)."""
         beside = self.folder / str(self.meta[key])
         return beside if beside.is_file() else DEFAULT_MODEL.parent / beside.name
 
     def at_rank(self, rank: int) -> StanceModel:
-        """The model that labels a topic's hit at ``rank`` (1 is the top): this one, or below
-        :attr:`encoder_depth` the fast one."""
-        return self if self.encoder_depth is None or rank <= self.encoder_depth else self.below
-
-    def __getstate__(self) -> dict[str, object]:
-        # Sent to worker processes and Ray tasks without the encoder's session (not picklable) or its cache; the fast
-        # model travels, as it may carry a changed decision (with_decision).
-        return {**self.__dict__, "_encoder": None, "_votes": {}}
+        """The model that labels a topic's hit at ``rank``: this one, at every rank (:class:`kueri.stance.family.
+        Cascade` composes two)."""
+        return self
 
     # -- files ---------------------------------------------------------------------------------
 
@@ -205,34 +183,17 @@ class StanceModel:
         backward = self.sentence.probabilities(ngrams(swap_tokens(masked)))
         return (forward + backward[_SENTENCE_SWAP]) / 2.0
 
-    @property
-    def encoder(self) -> SentenceEncoder:
-        """The stance encoder that gives a ``"votes": "encoder"`` model's votes (opened on first use)."""
-        if self._encoder is None:
-            from kueri.stance.encoders import SentenceEncoder
-
-            self._encoder = SentenceEncoder(self._companion("encoder"))
-        return self._encoder
-
     def prefetch(self, passages: Sequence[MaskedPassage]) -> None:
-        """Score the sentences naming both objects of ``passages`` that have no vote yet, in one batch (a model
-        whose votes come from the encoder; the others need none). Votes are kept for the model's life, up to
-        :data:`KEPT_VOTES` sentences."""
-        if self.votes_from != "encoder":
-            return
-        new = list(dict.fromkeys(key for passage in passages for s in passage.sentences
-                                 if OBJ1 in s and OBJ2 in s and (key := tuple(s)) not in self._votes))
-        if not new:
-            return
-        if len(self._votes) + len(new) > KEPT_VOTES:
-            self._votes.clear()
-        self._votes.update(zip(new, self.encoder.probabilities(new), strict=True))
+        """Vote on the sentences naming both objects of ``passages`` that have no vote yet, in one batch (a model
+        whose votes come from the encoder; the others need none)."""
+        if self.votes is not None:
+            self.votes.add(s for passage in passages for s in passage.sentences if OBJ1 in s and OBJ2 in s)
 
     def sentence_votes(self, passage: MaskedPassage) -> list[np.ndarray | None]:
         """P(BETTER, WORSE, NONE) of each sentence naming both objects, None for the others."""
-        if self.votes_from == "encoder":
+        if self.votes is not None:
             self.prefetch([passage])
-            return [self._votes[tuple(s)] if OBJ1 in s and OBJ2 in s else None for s in passage.sentences]
+            return [self.votes[s] if OBJ1 in s and OBJ2 in s else None for s in passage.sentences]
         return [self.sentence_probabilities(s) if OBJ1 in s and OBJ2 in s else None for s in passage.sentences]
 
     def _one_way(self, passage: MaskedPassage, votes: Sequence[np.ndarray | None],
@@ -334,21 +295,5 @@ class StanceModel:
             if not 0.0 <= neutral_gate <= 1.0:
                 raise KueriError(f"stance NEUTRAL gate must be in [0, 1], not {neutral_gate}")
             meta["neutral_gate"] = float(neutral_gate)
-        changed = StanceModel(meta, self.sentence, self.passage, self.folder)
-        if self.encoder_depth is not None:  # the hits below the encoder's depth are decided the same way
-            changed._below = self.below.with_decision(target_priors, neutral_gate)
-        return changed
-
-
-#: The shipped stance models by name (``RunConfig.stance_model``, ``kueri stance --model``).
-SHIPPED = ("stance-v1", "stance-v2")
-
-
-def load_model(name: str | Path) -> StanceModel:
-    """A shipped stance model by name (:data:`SHIPPED`), or the model file ``name``."""
-    if str(name) in SHIPPED:
-        return StanceModel.load(resources.path("models", f"{name}.npz"))
-    if Path(name).suffix != ".npz" and not Path(name).exists():
-        raise KueriError(f"unknown stance model {str(name)!r}: use {' or '.join(SHIPPED)}, or a model file (.npz)")
-    return StanceModel.load(name)  # a missing or broken file: one line saying how to rebuild it
+        return StanceModel(meta, self.sentence, self.passage, self.folder)
 
