@@ -7,6 +7,7 @@ family (:mod:`kueri.stance.family`: :func:`load_model` by name, :class:`Cascade`
 (:func:`explain_run` for a run); :mod:`kueri.stance.features` the features it reads.
 """
 
+from kueri.stance.decision import Explanation
 from kueri.stance.family import DEFAULT, MODELS, Cascade, StanceClassifier, load_model
 from kueri.stance.label import (
     DEFAULT_DEPTH,
@@ -17,7 +18,7 @@ from kueri.stance.label import (
     label_run,
     needed_ids,
 )
-from kueri.stance.model import DEFAULT_MODEL, LABELS, Explanation, StanceModel
+from kueri.stance.model import DEFAULT_MODEL, LABELS, StanceModel
 
 __all__ = [
     "DEFAULT", "DEFAULT_DEPTH", "DEFAULT_MODEL", "LABELS", "MODELS", "Cascade", "Explanation", "LabelSummary",

@@ -19,7 +19,8 @@ from typing import Protocol
 from kueri import resources
 from kueri.errors import KueriError
 from kueri.objects import MaskedPassage, ObjectMatcher
-from kueri.stance.model import DEFAULT_MODEL, Explanation, StanceModel
+from kueri.stance.decision import Explanation
+from kueri.stance.model import DEFAULT_MODEL, StanceModel
 
 
 class StanceClassifier(Protocol):

@@ -49,15 +49,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from kueri import resources
 from kueri.arithmetic import exps, row_dots
-from kueri.errors import KueriError, SetupError
-from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, sentences, swap_tokens, tokens
+from kueri.errors import SetupError
+from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, swap_tokens
 from kueri.records import STANCES as LABELS  # passage classes in the order of the model's rows
+from kueri.stance.decision import Decision, Explanation, explain, names_an_object
 from kueri.stance.encoders import SentenceVotes
 from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, sentence_sentiments
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
@@ -70,7 +70,6 @@ VOTE_SOURCES = ("tfidf", "encoder")
 SENTENCE_LABELS = ("BETTER", "WORSE", "NONE")
 # Exchanging the objects exchanges these rows.
 _PASSAGE_SWAP = [1, 0, 2, 3]
-_NEUTRAL, _NO = LABELS.index("NEUTRAL"), LABELS.index("NO")
 _SENTENCE_SWAP = [1, 0, 2]
 
 
@@ -104,16 +103,6 @@ class LinearSoftmax:
         return exp / exp.sum()
 
 
-class Explanation(NamedTuple):
-    """A passage's stance and the sentence that decided it (:meth:`StanceModel.explain`)."""
-
-    label: str
-    #: The deciding sentence as it stands in the passage (None: the passage names neither object).
-    sentence: str | None
-    #: Its position among the passage's non-empty sentences.
-    index: int | None
-
-
 class StanceModel:
     """The shipped stance model; :meth:`label` maps (passage text, first object, second object) to a label."""
 
@@ -128,13 +117,7 @@ class StanceModel:
         self.meta = dict(meta)
         self.sentence = sentence
         self.passage = passage
-        train = np.asarray(meta["train_priors"], dtype=np.float64)
-        target = np.asarray(meta["target_priors"], dtype=np.float64)
-        if train.shape != (len(LABELS),) or target.shape != (len(LABELS),) or (train <= 0).any() or (target < 0).any():
-            raise SetupError("stance model priors are malformed: rebuild it with `python scripts/train_stance.py`")
-        self.train_priors, self.target_priors = train, target
-        self._shift = target / train
-        self.neutral_gate = float(meta.get("neutral_gate", 0.0))  # type: ignore[arg-type]
+        self.decision = Decision.from_meta(meta, "`python scripts/train_stance.py`")
         self.votes_from = str(meta.get("votes", "tfidf"))
         if self.votes_from not in VOTE_SOURCES:
             raise SetupError(f"stance model votes from {self.votes_from!r}, not one of {', '.join(VOTE_SOURCES)}: "
@@ -220,28 +203,25 @@ class StanceModel:
         """P(FIRST, SECOND, NEUTRAL, NO) of a passage for a topic with objects ``first``, ``second``."""
         return self.passage_probabilities(mask_passage(text, ObjectMatcher(first, second)))
 
+    @property
+    def train_priors(self) -> np.ndarray:
+        return self.decision.train_priors
+
+    @property
+    def target_priors(self) -> np.ndarray:
+        return self.decision.target_priors
+
     def decide(self, probabilities: np.ndarray, comparative: float = 1.0) -> str:
-        """The label with the highest prior-shifted probability (ties: the earlier of :data:`LABELS`).
+        """The label of P(FIRST, SECOND, NEUTRAL, NO) at the training priors (:class:`Decision`).
 
         ``comparative``: how clearly the passage's best sentence compares the objects (P(BETTER) + P(WORSE)).
         Below the model's ``neutral_gate`` NEUTRAL's probability goes to NO: on the web, a passage that
         discusses both objects without comparing them takes no stance (see the module docstring).
         """
-        return LABELS[int(np.argmax(self._decision_scores(probabilities, comparative)))]
-
-    def _decision_scores(self, probabilities: np.ndarray, comparative: float) -> np.ndarray:
-        """The scores :meth:`decide` takes the argmax of: prior-shifted, NEUTRAL gated."""
-        shifted = np.asarray(probabilities, dtype=np.float64) * self._shift
-        if comparative < self.neutral_gate:
-            # After the shift: the passages that would be NEUTRAL become NO, no more and no fewer (moved
-            # before it, NEUTRAL's mass would be scaled up by NO's much larger factor).
-            shifted[_NO] += shifted[_NEUTRAL]
-            shifted[_NEUTRAL] = 0.0
-        return shifted
+        return self.decision.label(probabilities, comparative)
 
     def label_masked(self, passage: MaskedPassage) -> str:
-        tokens = passage.tokens
-        if OBJ1 not in tokens and OBJ2 not in tokens:
+        if not names_an_object(passage):
             return "NO"  # names neither object: it cannot favour one
         return self.decide(*self._analyse(passage))
 
@@ -250,50 +230,12 @@ class StanceModel:
         return self.label_masked(mask_passage(text, ObjectMatcher(first, second)))
 
     def explain(self, text: str, matcher: ObjectMatcher) -> Explanation:
-        """The label of ``text`` (:meth:`label_masked`'s) and the sentence that decided it.
-
-        The deciding sentence is found by leaving each sentence out in turn: the one whose absence most
-        lowers the label's lead over the runner-up (decision scores normalised to sum 1) decided it; ties
-        go to the earlier sentence. A passage of one sentence is decided by it; one naming neither object
-        by none (it is NO without asking the model). Costs one passage analysis per sentence.
-        """
-        kept = [(piece, masked) for piece in sentences(text) if (masked := matcher.mask(tokens(piece)))]
-        passage = MaskedPassage([masked for _, masked in kept])  # what mask_passage(text, matcher) gives
-        label = self.label_masked(passage)
-        if OBJ1 not in passage.tokens and OBJ2 not in passage.tokens:
-            return Explanation(label, None, None)
-        chosen = LABELS.index(label)
-
-        def lead(scores: np.ndarray) -> float:
-            total = float(scores.sum())
-            others = max(float(x) for i, x in enumerate(scores) if i != chosen)
-            return (float(scores[chosen]) - others) / total if total > 0 else 0.0
-
-        if len(kept) == 1:
-            return Explanation(label, kept[0][0].strip(), 0)
-        drops = []
-        for left_out in range(len(kept)):
-            rest = MaskedPassage([m for i, (_, m) in enumerate(kept) if i != left_out])
-            if OBJ1 not in rest.tokens and OBJ2 not in rest.tokens:  # the rest would be NO, surely
-                drops.append(-1.0 if label == "NO" else 1.0)
-            else:
-                drops.append(-lead(self._decision_scores(*self._analyse(rest))))
-        deciding = max(range(len(kept)), key=lambda i: (drops[i], -i))
-        return Explanation(label, kept[deciding][0].strip(), deciding)
+        """The label of ``text`` (:meth:`label_masked`'s) and the sentence that decided it
+        (:func:`kueri.stance.decision.explain`)."""
+        return explain(text, matcher, self.label_masked, lambda rest: self.decision.scores(*self._analyse(rest)))
 
     def with_decision(self, target_priors: Sequence[float] | None = None,
                       neutral_gate: float | None = None) -> StanceModel:
         """The same model with other target priors (FIRST, SECOND, NEUTRAL, NO) and/or NEUTRAL gate."""
-        meta = dict(self.meta)
-        if target_priors is not None:
-            priors = [float(x) for x in target_priors]
-            if len(priors) != len(LABELS) or any(x < 0 for x in priors) or sum(priors) <= 0:
-                raise KueriError(f"stance priors must be {len(LABELS)} non-negative numbers (FIRST SECOND NEUTRAL "
-                                 f"NO), not {list(target_priors)}")
-            meta["target_priors"] = [x / sum(priors) for x in priors]
-        if neutral_gate is not None:
-            if not 0.0 <= neutral_gate <= 1.0:
-                raise KueriError(f"stance NEUTRAL gate must be in [0, 1], not {neutral_gate}")
-            meta["neutral_gate"] = float(neutral_gate)
+        meta = {**self.meta, **self.decision.changed_meta(target_priors, neutral_gate)}
         return StanceModel(meta, self.sentence, self.passage, self.folder)
-
