@@ -82,18 +82,24 @@ def read_block(arrays: Mapping[str, np.ndarray], name: str, with_coef: bool = Fa
 
 
 def load_model_file(path: str | Path, what: str, rebuild: str,
-                    build: Callable[[dict[str, object], dict[str, np.ndarray]], T]) -> T:
-    """``build(JSON header, arrays)`` of the model file at ``path``; a missing or unreadable file is a
-    :class:`SetupError` naming ``what`` and the command that rebuilds it."""
+                    build: Callable[[dict[str, object], dict[str, np.ndarray]], T],
+                    arrays: Sequence[str] | None = None) -> T:
+    """``build(JSON header, arrays)`` of the model file at ``path`` (only the named ``arrays``, else all); a missing
+    or unreadable file is a :class:`SetupError` naming ``what`` and the command that rebuilds it."""
     path = Path(path)
     if not path.is_file():
         raise SetupError(f"{what} {path} not found: kueri ships kueri/resources/models/; rebuild it with {rebuild}")
     try:
         with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-        return build(json.loads(arrays.pop("meta").tobytes().decode("utf-8")), arrays)
+            read = {name: data[name] for name in (data.files if arrays is None else arrays)}
+        return build(json.loads(read.pop("meta").tobytes().decode("utf-8")), read)
     except (KeyError, ValueError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise SetupError(f"{what} {path} is unreadable ({exc}): rebuild it with {rebuild}") from None
+
+
+def read_model_header(path: str | Path, what: str, rebuild: str) -> dict[str, object]:
+    """The JSON header of the model file at ``path`` (its arrays are not read); errors as :func:`load_model_file`'s."""
+    return load_model_file(path, what, rebuild, lambda meta, arrays: meta, arrays=("meta",))
 
 
 def write_model_file(path: str | Path, meta: Mapping[str, object], arrays: Mapping[str, np.ndarray]) -> None:

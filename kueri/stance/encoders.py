@@ -8,7 +8,7 @@ that name a side exchanged back.
 
 - :class:`SentenceEncoder` (``stance-encoder-v1.npz``, ``scripts/train_stance_encoder.py``): P(BETTER, WORSE,
   NONE) of a sentence naming both objects: the hypothesis holds, the reverse holds, or it compares nothing;
-  :class:`SentenceVotes` keeps them for a model's life.
+  :func:`sentence_votes` keeps them for a model's life (:class:`KeptProbabilities`).
 """
 
 from __future__ import annotations
@@ -80,38 +80,44 @@ class SentenceEncoder:
         return symmetric(self.cross, sentences, SENTENCE_SWAP)
 
 
-#: Sentence votes kept (a full-size run has a few tens of thousands of sentences naming both objects).
-KEPT_VOTES = 200_000
+#: Texts whose probabilities one :class:`KeptProbabilities` keeps (a full-size run has a few tens of thousands of
+#: sentences naming both objects).
+KEPT_TEXTS = 200_000
 
 
-class SentenceVotes:
-    """The :class:`SentenceEncoder`'s P(BETTER, WORSE, NONE) of masked sentences, each computed once and kept (up to
-    :data:`KEPT_VOTES` sentences) for this object's life; the encoder is opened on first use.
+class KeptProbabilities:
+    """A stance cross-encoder's probabilities of masked texts (:func:`symmetric`), each computed once and kept (up to
+    :data:`KEPT_TEXTS` texts) for this object's life; the encoder is opened on first use.
 
-    Like the encoder, it pickles as its file: a worker process or a Ray task opens its own and starts with no votes.
+    Like the encoder, it pickles as its file: a worker process or a Ray task opens its own and starts with none kept.
     """
 
-    def __init__(self, path: str | Path = SENTENCE_MODEL) -> None:
-        self.path = Path(path)
-        self._encoder: SentenceEncoder | None = None
-        self._votes: dict[tuple[str, ...], np.ndarray] = {}
+    def __init__(self, path: str | Path, labels: Sequence[str], swap: Sequence[int], rebuild: str) -> None:
+        self.path, self.labels, self.swap, self.rebuild = Path(path), tuple(labels), list(swap), rebuild
+        self._encoder: CrossEncoder | None = None
+        self._kept: dict[tuple[str, ...], np.ndarray] = {}
 
     def __reduce__(self) -> tuple[object, ...]:
-        return type(self), (self.path,)
+        return KeptProbabilities, (self.path, self.labels, self.swap, self.rebuild)
 
     def __len__(self) -> int:
-        return len(self._votes)
+        return len(self._kept)
 
-    def __getitem__(self, sentence: Sequence[str]) -> np.ndarray:
-        return self._votes[tuple(sentence)]
+    def __getitem__(self, text: Sequence[str]) -> np.ndarray:
+        return self._kept[tuple(text)]
 
-    def add(self, sentences: Iterable[Sequence[str]]) -> None:
-        """Vote on the ``sentences`` that have no vote yet, in one batch."""
-        new = list(dict.fromkeys(key for s in sentences if (key := tuple(s)) not in self._votes))
+    def add(self, texts: Iterable[Sequence[str]]) -> None:
+        """Compute the ``texts`` (masked tokens) not kept yet, in one batch."""
+        new = list(dict.fromkeys(key for t in texts if (key := tuple(t)) not in self._kept))
         if not new:
             return
         if self._encoder is None:
-            self._encoder = SentenceEncoder(self.path)
-        if len(self._votes) + len(new) > KEPT_VOTES:
-            self._votes.clear()
-        self._votes.update(zip(new, self._encoder.probabilities(new), strict=True))
+            self._encoder = stance_cross_encoder(self.path, self.labels, self.rebuild)
+        if len(self._kept) + len(new) > KEPT_TEXTS:
+            self._kept.clear()
+        self._kept.update(zip(new, symmetric(self._encoder, new, self.swap), strict=True))
+
+
+def sentence_votes(path: str | Path = SENTENCE_MODEL) -> KeptProbabilities:
+    """The :class:`SentenceEncoder`'s votes, P(BETTER, WORSE, NONE) of sentences naming both objects, kept."""
+    return KeptProbabilities(path, SENTENCE_LABELS, SENTENCE_SWAP, SENTENCE_REBUILD)

@@ -20,7 +20,9 @@ from kueri import resources
 from kueri.errors import KueriError
 from kueri.objects import MaskedPassage, ObjectMatcher
 from kueri.stance.decision import Explanation
-from kueri.stance.model import DEFAULT_MODEL, StanceModel
+from kueri.stance.model import DEFAULT_MODEL, StanceModel, companion_file
+from kueri.stance.passage_encoder import KIND, PassageEncoderModel
+from kueri.tfidf import read_model_header
 
 
 class StanceClassifier(Protocol):
@@ -74,12 +76,16 @@ class Cascade:
 
 
 def load_file(path: str | Path) -> StanceClassifier:
-    """The stance model in ``path``; a header naming a fast model (``below``, ``encoder_depth``) makes it the top
-    of a :class:`Cascade` (the fast model's file beside it, else the shipped one)."""
-    model = StanceModel.load(path)
-    if "below" not in model.meta:
+    """The stance model in ``path``, of the kind its header says; a header naming a fast model (``below``,
+    ``encoder_depth``) makes it the top of a :class:`Cascade` (the fast model's file beside it, else the shipped
+    one)."""
+    meta = read_model_header(path, "stance model", "`python scripts/train_stance.py` (a passage-encoder model: "
+                             "`python scripts/train_stance_passages.py write`)")
+    model: StanceClassifier = PassageEncoderModel(path, meta) if meta.get("kind") == KIND else StanceModel.load(path)
+    if "below" not in meta:
         return model
-    return Cascade(model, load_file(model.companion("below")), int(model.meta["encoder_depth"]))  # type: ignore[call-overload]
+    below = load_file(companion_file(Path(path).parent, str(meta["below"])))
+    return Cascade(model, below, int(meta["encoder_depth"]))  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ from kueri.errors import SetupError
 from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, swap_tokens
 from kueri.records import STANCES as LABELS  # passage classes in the order of the model's rows
 from kueri.stance.decision import Decision, Explanation, explain, names_an_object
-from kueri.stance.encoders import SentenceVotes
+from kueri.stance.encoders import sentence_votes
 from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, sentence_sentiments
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
@@ -103,6 +103,13 @@ class LinearSoftmax:
         return exp / exp.sum()
 
 
+def companion_file(folder: Path, name: str) -> Path:
+    """A file a model's header names (an encoder, a fast model): beside the model's file, else the shipped one (a
+    model written elsewhere, e.g. ``train_stance.py --out``)."""
+    beside = folder / name
+    return beside if beside.is_file() else DEFAULT_MODEL.parent / beside.name
+
+
 class StanceModel:
     """The shipped stance model; :meth:`label` maps (passage text, first object, second object) to a label."""
 
@@ -124,13 +131,11 @@ class StanceModel:
                              "rebuild it with `python scripts/train_stance.py`")
         # The encoder's file, beside the model's; it is opened on first use, in the process that labels.
         self.folder = folder if folder is not None else DEFAULT_MODEL.parent
-        self.votes = SentenceVotes(self.companion("encoder")) if self.votes_from == "encoder" else None
+        self.votes = sentence_votes(self.companion("encoder")) if self.votes_from == "encoder" else None
 
     def companion(self, key: str) -> Path:
-        """The file a header entry names (the encoder, the fast model): beside this model's file, else the shipped
-        one (a model written elsewhere, e.g. ``train_stance.py --out``)."""
-        beside = self.folder / str(self.meta[key])
-        return beside if beside.is_file() else DEFAULT_MODEL.parent / beside.name
+        """The file a header entry names (the sentence encoder): :func:`companion_file`."""
+        return companion_file(self.folder, str(self.meta[key]))
 
     def at_rank(self, rank: int) -> StanceModel:
         """The model that labels a topic's hit at ``rank``: this one, at every rank (:class:`kueri.stance.family.
