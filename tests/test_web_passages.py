@@ -1,0 +1,107 @@
+"""The web-passage stance set (kueri/resources/training/web-passages/), guarded against the data kueri measures on.
+
+The set is training data the team wrote; the shipped sample's passages and the 2022 judgments are for measuring
+only. So: no passage shares an 8-word sequence with a sample passage, no object pair is one of the 50 shipped
+topics', near-duplicates are capped, the frozen fifth (the adoption's test) is the file recorded before any
+training, written by writers who wrote nothing else, on pairs the training part does not have; and the set is what
+its README says (size, pairs, domains, labels, the writers' and labellers' agreement).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from build_web_passages import (  # noqa: E402
+    LABELS,
+    MAX_WORDS,
+    MIN_WORDS,
+    SHARED_WORDS,
+    cohen_kappa,
+    near_duplicates,
+    pair_of,
+    sample_sequences,
+    shingles,
+    topic_pairs,
+)
+
+SET = ROOT / "kueri" / "resources" / "training" / "web-passages"
+#: The frozen fifth's SHA-256, recorded when the set was made, before any model was trained on the rest.
+FROZEN_SHA256 = "545909da1a98ef7b401757a5770aa9c90d72d92f9185e61f2b7c9891f7132629"
+FIELDS = {"id", "object_1", "object_2", "text", "stance", "writer_stance", "domain", "style", "situations", "writer",
+          "batch", "round"}
+
+
+def read(name: str) -> list[dict]:
+    with open(SET / f"{name}.jsonl", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+@pytest.fixture(scope="module")
+def train() -> list[dict]:
+    return read("train")
+
+
+@pytest.fixture(scope="module")
+def frozen() -> list[dict]:
+    return read("frozen")
+
+
+def test_the_frozen_fifth_is_the_recorded_file():
+    assert hashlib.sha256((SET / "frozen.jsonl").read_bytes()).hexdigest() == FROZEN_SHA256
+
+
+def test_the_frozen_fifth_shares_no_pair_and_no_writer_with_the_training_part(train, frozen):
+    assert not {pair_of(r) for r in train} & {pair_of(r) for r in frozen}
+    assert not {r["writer"] for r in train} & {r["writer"] for r in frozen}
+    pairs = {pair_of(r) for r in train + frozen}
+    assert 0.15 <= len({pair_of(r) for r in frozen}) / len(pairs) <= 0.25
+
+
+def test_the_set_is_what_its_readme_says(train, frozen):
+    rows = train + frozen
+    assert all(set(r) == FIELDS for r in rows)
+    assert len({r["id"] for r in rows}) == len(rows) >= 2000
+    assert len({pair_of(r) for r in rows}) >= 250
+    assert len({r["domain"] for r in rows}) >= 12
+    assert {r["stance"] for r in rows} == {r["writer_stance"] for r in rows} == set(LABELS)
+    assert all(MIN_WORDS <= len(r["text"].split()) <= MAX_WORDS for r in rows)
+    counts = collections.Counter(r["stance"] for r in rows)
+    assert min(counts.values()) / len(rows) >= 0.15  # every class well represented
+    assert cohen_kappa([r["writer_stance"] for r in rows], [r["stance"] for r in rows]) >= 0.6
+
+
+def test_no_pair_of_the_shipped_topics(train, frozen):
+    topics = topic_pairs()
+    assert len(topics) == 50
+    assert not [r["id"] for r in train + frozen if pair_of(r) in topics]
+
+
+def test_no_eight_words_in_a_row_from_a_sample_passage(train, frozen):
+    sample = sample_sequences()
+    assert len(sample) > 100_000  # the sample was read
+    copied = [r["id"] for r in train + frozen if shingles(r["text"], SHARED_WORDS) & sample]
+    assert not copied, f"passages sharing {SHARED_WORDS} words with a sample passage: {copied[:10]}"
+
+
+def test_near_duplicates_are_capped(train, frozen):
+    rows = train + frozen
+    assert not near_duplicates([r["text"] for r in rows])
+
+
+def test_the_guards_catch_a_copy_and_a_near_duplicate():
+    import gzip
+
+    with gzip.open(ROOT / "kueri" / "resources" / "sample" / "passages.jsonl.gz", "rt", encoding="utf-8") as handle:
+        text = next(p["contents"] for line in handle if len((p := json.loads(line))["contents"].split()) > 60)
+    words = text.split()
+    assert shingles(" ".join(["Honestly,", *words[10:30], "and so on."]), SHARED_WORDS) & sample_sequences()
+    assert near_duplicates([text, " ".join([*words[:-3], "thanks for reading"]), "an unrelated text " * 5])
