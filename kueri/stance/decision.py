@@ -83,6 +83,18 @@ class Explanation(NamedTuple):
     index: int | None
 
 
+def lead(scores: np.ndarray, chosen: int) -> float:
+    """How far class ``chosen`` leads the runner-up in ``scores``, normalised to their sum."""
+    total = float(scores.sum())
+    others = max(float(x) for i, x in enumerate(scores) if i != chosen)
+    return (float(scores[chosen]) - others) / total if total > 0 else 0.0
+
+
+def masked_sentences(text: str, matcher: ObjectMatcher) -> list[tuple[str, list[str]]]:
+    """The non-empty sentences of ``text`` with their masked tokens (together: what ``mask_passage`` gives)."""
+    return [(piece, masked) for piece in sentences(text) if (masked := matcher.mask(tokens(piece)))]
+
+
 def names_an_object(passage: MaskedPassage) -> bool:
     words = passage.tokens
     return OBJ1 in words or OBJ2 in words
@@ -97,18 +109,12 @@ def explain(text: str, matcher: ObjectMatcher, label_of: Callable[[MaskedPassage
     earlier sentence. A passage of one sentence is decided by it; one naming neither object by none (it is NO
     without asking the model). Costs one passage analysis per sentence.
     """
-    kept = [(piece, masked) for piece in sentences(text) if (masked := matcher.mask(tokens(piece)))]
+    kept = masked_sentences(text, matcher)
     passage = MaskedPassage([masked for _, masked in kept])  # what mask_passage(text, matcher) gives
     label = label_of(passage)
     if not names_an_object(passage):
         return Explanation(label, None, None)
     chosen = LABELS.index(label)
-
-    def lead(scores: np.ndarray) -> float:
-        total = float(scores.sum())
-        others = max(float(x) for i, x in enumerate(scores) if i != chosen)
-        return (float(scores[chosen]) - others) / total if total > 0 else 0.0
-
     if len(kept) == 1:
         return Explanation(label, kept[0][0].strip(), 0)
     drops = []
@@ -117,6 +123,6 @@ def explain(text: str, matcher: ObjectMatcher, label_of: Callable[[MaskedPassage
         if not names_an_object(rest):  # the rest would be NO, surely
             drops.append(-1.0 if label == "NO" else 1.0)
         else:
-            drops.append(-lead(scores_of(rest)))
+            drops.append(-lead(scores_of(rest), chosen))
     deciding = max(range(len(kept)), key=lambda i: (drops[i], -i))
     return Explanation(label, kept[deciding][0].strip(), deciding)

@@ -106,16 +106,21 @@ class KeptProbabilities:
     def __getitem__(self, text: Sequence[str]) -> np.ndarray:
         return self._kept[tuple(text)]
 
+    @property
+    def encoder(self) -> CrossEncoder:
+        """The cross-encoder (opened on first use)."""
+        if self._encoder is None:
+            self._encoder = stance_cross_encoder(self.path, self.labels, self.rebuild)
+        return self._encoder
+
     def add(self, texts: Iterable[Sequence[str]]) -> None:
         """Compute the ``texts`` (masked tokens) not kept yet, in one batch."""
         new = list(dict.fromkeys(key for t in texts if (key := tuple(t)) not in self._kept))
         if not new:
             return
-        if self._encoder is None:
-            self._encoder = stance_cross_encoder(self.path, self.labels, self.rebuild)
         if len(self._kept) + len(new) > KEPT_TEXTS:
             self._kept.clear()
-        self._kept.update(zip(new, symmetric(self._encoder, new, self.swap), strict=True))
+        self._kept.update(zip(new, symmetric(self.encoder, new, self.swap), strict=True))
 
 
 def sentence_votes(path: str | Path = SENTENCE_MODEL) -> KeptProbabilities:

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Cross-validate and train kueri's passage-level stance model on the web-passage set (docs/stance.md).
+
+    .venv/bin/pip install -e '.[train]'
+    .venv/bin/python scripts/train_stance_passages.py --cache DIR bow       # a bag of words on the set and the answers
+    .venv/bin/python scripts/train_stance_passages.py --cache DIR cv        # the cross-validation, both data sets
+    .venv/bin/python scripts/train_stance_passages.py --cache DIR frozen    # the frozen fifth, once, at the end
+    .venv/bin/python scripts/train_stance_passages.py --cache DIR write     # kueri/resources/models/stance-v3.npz
+
+The model reads a whole passage: kueri's stance cross-encoder (``stance-encoder-v1.npz``, MiniLM fine-tuned on
+CompSent-19's sentences) over the pair ("x is better than y", the passage with the topic's objects masked as x
+and y, up to :data:`MAX_TOKENS` word pieces), with a new linear head on its first token: P(FIRST, SECOND,
+NEUTRAL, NO). Symmetric by construction (both orders of the objects averaged, FIRST and SECOND exchanged back),
+trained on both orders. Training data: the web-passage set's training part (never its frozen fifth), the
+stance training set's answers and CompSent-19's training half (BETTER = FIRST, WORSE = SECOND, NONE = NO: a
+sentence naming both objects without comparing them takes no position); never the 2022 judgments, never the
+shipped sample's passages.
+
+The encoder's states are computed once per text (kueri's own graph) and kept in ``--cache``: the heads of every
+fold and fold assignment are fitted on them. The decision shifts the probabilities from the training data's
+class balance to the web-passage set's (its README: an assumption about the web, not tuned).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_stance import confusion, f1_report, load_compsent, load_stance_train  # noqa: E402
+
+from kueri import resources  # noqa: E402
+from kueri.cli.script import run_script, script_parser  # noqa: E402
+from kueri.encoders.bert_graph import FloatLinear  # noqa: E402
+from kueri.encoders.cross import CrossEncoder, TunedWeights, pair_tokenizer  # noqa: E402
+from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage  # noqa: E402
+from kueri.records import STANCES as LABELS  # noqa: E402
+from kueri.stance.encoders import HYPOTHESIS, SENTENCE_MODEL, masked_text  # noqa: E402
+from kueri.stance.family import load_model  # noqa: E402
+from kueri.stance.features import in_training_half  # noqa: E402
+
+WEB = resources.path("training", "web-passages")
+MODEL = resources.path("models", "stance-v3.npz")
+#: The head's inverse regularisation, chosen by the cross-validation on the web-passage set (docs/stance.md).
+C = 0.1
+#: The passage model labels a topic's top hits; stance-v1 the rest (the default run's cost: docs/stance.md).
+DEPTH = 10
+#: Word pieces of one input, hypothesis included: most web passages of 40-250 words fit.
+MAX_TOKENS = 256
+SWAP = [1, 0, 2, 3]
+COMPSENT_LABELS = {"BETTER": "FIRST", "WORSE": "SECOND", "NONE": "NO"}
+FOLDS = 5
+#: How much each source's examples count in the head's loss (CompSent-19's short sentences are many).
+SOURCE_WEIGHTS = {"web": 1.0, "answers": 1.0, "compsent": 0.5}
+C_GRID = (0.03, 0.1, 0.3, 1.0)
+
+
+@dataclass(frozen=True)
+class Item:
+    key: str
+    group: str
+    source: str
+    passage: MaskedPassage
+    label: str
+
+
+def web_items(split: str, folder: Path = WEB) -> list[Item]:
+    """The web-passage set's ``train`` or ``frozen`` part; group = its domain (each domain's pairs were written by
+    the same writers, so its pairs and writing batches fall in one fold together)."""
+    items = []
+    with open(folder / f"{split}.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            passage = mask_passage(row["text"], ObjectMatcher(row["object_1"], row["object_2"]))
+            items.append(Item(row["id"], row["domain"], "web", passage, row["stance"]))
+    return items
+
+
+def answer_items() -> list[Item]:
+    return [Item(f"answer:{i}", qid, "answers", passage, label)
+            for i, (qid, passage, label) in enumerate(load_stance_train())]
+
+
+def compsent_items(training_half: bool) -> list[Item]:
+    return [Item(f"compsent:{sid}", sid, "compsent", MaskedPassage([tokens]), COMPSENT_LABELS[label])
+            for sid, tokens, label in load_compsent() if in_training_half(sid) == training_half]
+
+
+def names_an_object(item: Item) -> bool:
+    tokens = item.passage.tokens
+    return OBJ1 in tokens or OBJ2 in tokens
+
+
+class States:
+    """The stance encoder's first-token states of items, both orders, computed once and kept in a cache folder."""
+
+    def __init__(self, cache: Path) -> None:
+        self.cache = cache
+        cache.mkdir(parents=True, exist_ok=True)
+        self.encoder = CrossEncoder(SENTENCE_MODEL, "`python scripts/train_stance_encoder.py`")
+        self.encoder.tokenizer = pair_tokenizer(MAX_TOKENS)  # whole passages, not sentences
+
+    def of(self, name: str, items: Sequence[Item]) -> tuple[np.ndarray, np.ndarray]:
+        texts = [masked_text(item.passage.tokens) for item in items]
+        swapped = [masked_text(item.passage.swapped().tokens) for item in items]
+        digest = hashlib.sha1("\0".join(texts).encode()).hexdigest()[:16]
+        path = self.cache / f"{name}-{MAX_TOKENS}-{digest}.npz"
+        if path.exists():
+            saved = np.load(path)
+            return saved["forward"], saved["backward"]
+        started = time.perf_counter()
+        both = self.encoder.states([(HYPOTHESIS, text) for text in [*texts, *swapped]])
+        forward, backward = both[: len(texts)], both[len(texts):]
+        np.savez(path, forward=forward, backward=backward)
+        print(f"  {name}: states of {len(texts)} texts x 2 in {time.perf_counter() - started:.0f} s", flush=True)
+        return forward, backward
+
+
+@dataclass
+class Data:
+    items: list[Item]
+    forward: np.ndarray
+    backward: np.ndarray
+
+    def __add__(self, other: Data) -> Data:
+        return Data([*self.items, *other.items], np.vstack([self.forward, other.forward]),
+                    np.vstack([self.backward, other.backward]))
+
+    def take(self, indices: Sequence[int]) -> Data:
+        chosen = list(indices)
+        return Data([self.items[i] for i in chosen], self.forward[chosen], self.backward[chosen])
+
+
+def load(states: States, name: str, items: list[Item]) -> Data:
+    return Data(items, *states.of(name, items))
+
+
+@dataclass(frozen=True)
+class Head:
+    """A linear head over the encoder's first-token state (hidden x labels), standardisation folded in."""
+
+    weight: np.ndarray
+    bias: np.ndarray
+    train_priors: np.ndarray
+
+    def probabilities(self, forward: np.ndarray, backward: np.ndarray) -> np.ndarray:
+        def softmax(x: np.ndarray) -> np.ndarray:
+            x = x - x.max(axis=1, keepdims=True)
+            e = np.exp(x)
+            return e / e.sum(axis=1, keepdims=True)
+
+        one = softmax(forward.astype(np.float64) @ self.weight + self.bias)
+        other = softmax(backward.astype(np.float64) @ self.weight + self.bias)
+        return (one + other[:, SWAP]) / 2.0
+
+
+def fit_head(data: Data, c: float) -> Head:
+    """Multinomial logistic regression on both orders of every item (the swapped twin with FIRST and SECOND
+    exchanged), each weighted by its source."""
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.vstack([data.forward, data.backward]).astype(np.float64)
+    labels = [item.label for item in data.items]
+    y = np.array([LABELS.index(label) for label in labels] + [SWAP[LABELS.index(label)] for label in labels])
+    weights = np.array([SOURCE_WEIGHTS[item.source] for item in data.items] * 2)
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    classifier = LogisticRegression(C=c, max_iter=1000)
+    classifier.fit((x - mean) / scale, y, sample_weight=weights)
+    coef = np.zeros((len(LABELS), x.shape[1]))
+    intercept = np.zeros(len(LABELS))
+    for row, k in enumerate(classifier.classes_):
+        coef[k], intercept[k] = classifier.coef_[row], classifier.intercept_[row]
+    priors = np.array([weights[y == k].sum() for k in range(len(LABELS))])
+    return Head((coef / scale).T, intercept - coef @ (mean / scale), priors / priors.sum())
+
+
+def decide(probabilities: np.ndarray, items: Sequence[Item], shift: np.ndarray) -> list[str]:
+    """Prior-shifted argmax; a passage naming neither object is NO (it cannot favour one)."""
+    labels = [LABELS[int(np.argmax(row * shift))] for row in probabilities]
+    return [label if names_an_object(item) else "NO" for label, item in zip(labels, items, strict=True)]
+
+
+def class_mix(items: Sequence[Item]) -> np.ndarray:
+    """The share of each label, FIRST and SECOND pooled and split evenly (which object is first is arbitrary)."""
+    counts = np.array([sum(item.label == label for item in items) for label in LABELS], dtype=np.float64)
+    counts[:2] = counts[:2].sum() / 2
+    return counts / counts.sum()
+
+
+def folds(items: Sequence[Item], assignment: int) -> list[int]:
+    """Each item's fold: its group's place in an order drawn by ``assignment`` (MD5), dealt round the folds, so
+    that a few large groups (the web set's 14 writing batches) still fill every fold."""
+    groups = sorted({item.group for item in items}, key=lambda g: hashlib.md5(f"{assignment}:{g}".encode()).digest())
+    fold = {group: rank % FOLDS for rank, group in enumerate(groups)}
+    return [fold[item.group] for item in items]
+
+
+def baseline_labels(items: Sequence[Item], name: str) -> list[str]:
+    model = load_model(name)
+    model.prefetch([item.passage for item in items])
+    return [model.label_masked(item.passage) for item in items]
+
+
+def summarise(name: str, reports: list[dict[str, float]]) -> str:
+    macro = [r["macro"] for r in reports]
+    cells = " ".join(f"{label} {np.mean([r[label] for r in reports]):.3f}" for label in LABELS)
+    return f"{name:34s} macro-F1 {np.mean(macro):.3f} +- {np.std(macro):.3f}  ({cells})"
+
+
+def bag_of_words(target: Sequence[Item], assignments: int) -> list[dict[str, float]]:
+    """A bag-of-words classifier's grouped-CV figures on ``target`` alone: TF-IDF of the masked passage's uni- and
+    bigrams, logistic regression, both orders of the objects. Far above its figure on the stance answers would mean
+    a set learnt from its cue words, not its stance."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    from kueri.stance.features import ngrams
+
+    def docs(items: Sequence[Item]) -> list[list[str]]:
+        return [ngrams(i.passage.tokens) for i in items] + [ngrams(i.passage.swapped().tokens) for i in items]
+
+    gold = [item.label for item in target]
+    reports = []
+    for assignment in range(assignments):
+        predicted = [""] * len(gold)
+        fold = folds(target, assignment)
+        for k in range(FOLDS):
+            held = [i for i in range(len(target)) if fold[i] == k]
+            kept = [target[i] for i in range(len(target)) if fold[i] != k]
+            vectorizer = TfidfVectorizer(analyzer=lambda terms: terms, min_df=2, sublinear_tf=True)
+            labels = [i.label for i in kept] + [LABELS[SWAP[LABELS.index(i.label)]] for i in kept]
+            classifier = LogisticRegression(C=1.0, max_iter=3000).fit(vectorizer.fit_transform(docs(kept)), labels)
+            part = [target[i] for i in held]
+            order = [list(classifier.classes_).index(label) for label in LABELS]
+            both = classifier.predict_proba(vectorizer.transform(docs(part)))[:, order]
+            probabilities = (both[: len(part)] + both[len(part):][:, SWAP]) / 2.0
+            for i, row in zip(held, probabilities, strict=True):
+                predicted[i] = LABELS[int(np.argmax(row))]
+        reports.append(f1_report(gold, predicted, LABELS))
+    return reports
+
+
+def cross_validate(target: Data, rest: Data, shift_to: np.ndarray, assignments: int, c_grid: Sequence[float],
+                   baselines: dict[str, list[str]], measured: Sequence[bool] | None = None) -> None:
+    """Grouped k-fold over ``target`` (its items' groups), the heads trained on the other folds plus all of
+    ``rest``; macro-F1 per fold assignment, beside the fixed baselines on the same items (only the ``measured``
+    ones: the stance answers that stance-v1 and stance-v2 were not fitted on)."""
+    keep = [i for i in range(len(target.items)) if measured is None or measured[i]]
+    gold = [target.items[i].label for i in keep]
+    for name, predicted in baselines.items():
+        print(summarise(name, [f1_report(gold, [predicted[i] for i in keep], LABELS)]))
+    best: tuple[float, float] | None = None
+    for c in c_grid:
+        reports, pooled_gold, pooled = [], [], []
+        for assignment in range(assignments):
+            predicted = [""] * len(target.items)
+            fold = folds(target.items, assignment)
+            for k in range(FOLDS):
+                held = [i for i in range(len(target.items)) if fold[i] == k]
+                kept = [i for i in range(len(target.items)) if fold[i] != k]
+                part = target.take(held)
+                head = fit_head(target.take(kept) + rest, c)
+                labels = decide(head.probabilities(part.forward, part.backward), part.items,
+                                shift_to / head.train_priors)
+                for i, label in zip(held, labels, strict=True):
+                    predicted[i] = label
+            predicted = [predicted[i] for i in keep]
+            reports.append(f1_report(gold, predicted, LABELS))
+            pooled_gold += gold
+            pooled += predicted
+        print(summarise(f"passage head C={c}", reports), flush=True)
+        for name, base in baselines.items():
+            gains = [r["macro"] - f1_report(gold, [base[i] for i in keep], LABELS)["macro"] for r in reports]
+            print(f"    gain over {name}: {np.mean(gains):+.3f} +- {np.std(gains):.3f}")
+        mean = float(np.mean([r["macro"] for r in reports]))
+        if best is None or mean > best[0]:
+            best = (mean, c)
+            best_confusion = confusion(pooled_gold, pooled)
+    if best is not None:
+        print(f"  best C={best[1]} ({best[0]:.3f}); its confusion, pooled over the assignments:")
+        print("    " + best_confusion.replace("\n", "\n    "))
+
+
+def report_frozen(head: Head, frozen: Data, shift_to: np.ndarray) -> None:
+    """The frozen fifth, once: the model fitted on everything else, beside stance-v1 and stance-v2."""
+    gold = [item.label for item in frozen.items]
+    labels = decide(head.probabilities(frozen.forward, frozen.backward), frozen.items, shift_to / head.train_priors)
+    for name, predicted in (*((n, baseline_labels(frozen.items, n)) for n in ("stance-v1", "stance-v2")),
+                            ("passage head", labels)):
+        print(summarise(f"frozen fifth: {name}", [f1_report(gold, predicted, LABELS)]))
+    print("    " + confusion(gold, labels).replace("\n", "\n    "))
+
+
+def write(head: Head, shift_to: np.ndarray, out: Path) -> None:
+    """The shipped file: the sentence encoder's layers with the passage head, and the decision, in one header."""
+    encoder = TunedWeights.load(SENTENCE_MODEL, "`python scripts/train_stance_encoder.py`")
+    training = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in (
+        ("web-passages/train.jsonl", WEB / "train.jsonl"),
+        ("touche2022-stance-train.tsv", resources.path("training", "touche2022-stance-train.tsv")),
+        ("compsent19-train.csv", resources.path("training", "compsent19-train.csv")))}
+    meta = {**{k: v for k, v in encoder.meta.items() if k not in ("training", "format", "layers")},
+            "kind": "passage-encoder", "labels": list(LABELS), "max_tokens": MAX_TOKENS,
+            "train_priors": head.train_priors.tolist(), "target_priors": shift_to.tolist(), "neutral_gate": 0.0,
+            "below": "stance-v1.npz", "encoder_depth": DEPTH, "head_c": C, "source_weights": SOURCE_WEIGHTS,
+            "sentence_encoder": SENTENCE_MODEL.name, "training": training}
+    weights = FloatLinear(head.weight.astype(np.float32), head.bias.astype(np.float32))
+    TunedWeights(meta, encoder.layers, weights).save(out)
+    print(f"wrote {out}: sha256 {hashlib.sha256(out.read_bytes()).hexdigest()} ({out.stat().st_size / 1e6:.1f} MB)")
+
+
+def main() -> int:
+    parser = script_parser(__doc__, quiet=False)
+    parser.add_argument("--cache", type=Path, required=True, help="folder for the encoder's states (outside the repo)")
+    parser.add_argument("--assignments", type=int, default=5, help="fold assignments of the web set (%(default)s)")
+    parser.add_argument("--c", type=float, nargs="*", default=list(C_GRID), help="inverse regularisation grid")
+    parser.add_argument("--out", type=Path, default=MODEL, help="the model file to write (%(default)s)")
+    parser.add_argument("--web", type=Path, default=WEB, help="the web-passage set's folder (%(default)s)")
+    parser.add_argument("what", choices=("bow", "cv", "frozen", "write"))
+    args = parser.parse_args()
+    started = time.perf_counter()
+    if args.what == "bow":
+        print(summarise("bag of words, web-passage set", bag_of_words(web_items("train", args.web), args.assignments)))
+        print(summarise("bag of words, stance answers", bag_of_words(answer_items(), 3)))
+        return 0
+    states = States(args.cache)
+    web = load(states, "web-train", web_items("train", args.web))
+    answers = load(states, "answers", answer_items())
+    compsent = load(states, "compsent-train", compsent_items(True))
+    shift_to = class_mix(web.items)
+    print(f"web-passage set: {len(web.items)} training passages; class mix (FIRST SECOND NEUTRAL NO) "
+          f"{np.round(shift_to, 3).tolist()}")
+    if args.what == "cv":
+        print(f"\n== web-passage set: {FOLDS} folds by writing batch x {args.assignments} assignments ==")
+        baselines = {name: baseline_labels(web.items, name) for name in ("stance-v1", "stance-v2")}
+        cross_validate(web, answers + compsent, shift_to, args.assignments, args.c, baselines)
+        print(f"\n== stance training answers: {FOLDS} folds by question x 3 assignments, measured on the held-out "
+              "half (stance-v1 and stance-v2 were fitted on the other) ==")
+        baselines = {name: baseline_labels(answers.items, name) for name in ("stance-v1", "stance-v2")}
+        cross_validate(answers, web + compsent, shift_to, 3, args.c, baselines,
+                       [not in_training_half(item.group) for item in answers.items])
+    if args.what == "frozen":
+        frozen = load(states, "web-frozen", web_items("frozen", args.web))
+        report_frozen(fit_head(web + answers + compsent, C), frozen, shift_to)
+    if args.what == "write":
+        write(fit_head(web + answers + compsent, C), shift_to, args.out)
+    print(f"done in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    run_script(main)
