@@ -65,7 +65,7 @@ class RunConfig:
     # The ranking score under which a question's top passages are weak evidence (kueri serve gives no verdict then);
     # learned for a configuration's own scores by scripts/learn_evidence_threshold.py (None: not learned).
     weak_score: float | None = None
-    stance_model: str = "stance-v1"  # the shipped stance model (kueri.stance: stance-v1, stance-v2) or a model file
+    stance_model: str = "stance-v3"  # a shipped stance model (kueri.stance.family.MODELS) or a model file
     tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
     paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
     options: tuple[tuple[str, Any], ...] = ()  # settings of stages registered outside kueri (name, value)

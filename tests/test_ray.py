@@ -146,14 +146,16 @@ def test_stance_on_ray_labels_as_the_local_command(cluster, tmp_path):
     remote = kueri(*common, "--output", str(tmp_path / "ray.txt"), "--ray", cluster)
     assert local.returncode == 0 and remote.returncode == 0, local.stderr + remote.stderr
     labelled = (tmp_path / "ray.txt").read_text()
+    # the default model, stance-v3: its passage model opened in the Ray task (its session never travels)
     assert labelled == (tmp_path / "local.txt").read_text()
     assert {"FIRST", "SECOND", "NO"} <= {line.split()[1] for line in labelled.splitlines()}
-    # stance-v2: the stance encoder opened in the Ray task (its session never travels), the same labels
-    v2 = [*common[:-3], "--depth", "5", "--model", "stance-v2", "-q"]
-    local = kueri(*v2, "--output", str(tmp_path / "local-v2.txt"))
-    remote = kueri(*v2, "--output", str(tmp_path / "ray-v2.txt"), "--ray", cluster)
-    assert local.returncode == 0 and remote.returncode == 0, local.stderr + remote.stderr
-    assert (tmp_path / "ray-v2.txt").read_text() == (tmp_path / "local-v2.txt").read_text()
+    # the stance encoder's votes (stance-v2) and the TF-IDF model alone (stance-v1): the same labels too
+    for model in ("stance-v2", "stance-v1"):
+        args = [*common[:-3], "--depth", "5", "--model", model, "-q"]
+        local = kueri(*args, "--output", str(tmp_path / f"local-{model}.txt"))
+        remote = kueri(*args, "--output", str(tmp_path / f"ray-{model}.txt"), "--ray", cluster)
+        assert local.returncode == 0 and remote.returncode == 0, local.stderr + remote.stderr
+        assert (tmp_path / f"ray-{model}.txt").read_text() == (tmp_path / f"local-{model}.txt").read_text()
 
 
 def test_the_test_cluster_stops_without_touching_another_cluster_on_the_machine():

