@@ -105,11 +105,16 @@ def test_an_emulated_avx2_cpu_computes_the_same(encoder, tmp_path):
 
 
 def test_the_shipped_files_are_the_recorded_ones():
-    """scripts/train_stance_encoder.py and scripts/train_stance.py --votes encoder rebuild them to these sums."""
+    """scripts/train_stance_encoder.py, scripts/train_stance.py --votes encoder and scripts/train_stance_passages.py
+    write rebuild them to these sums; every shipped stance model's files are there."""
+    from kueri.stance import MODELS
+
     models = ROOT / "kueri" / "resources" / "models"
     recorded = dict(line.split()[::-1] for line in (models / "SHA256SUMS").read_text().splitlines() if line.strip())
-    for name in ("stance-encoder-v1.npz", "stance-v2.npz"):
-        assert hashlib.sha256((models / name).read_bytes()).hexdigest() == recorded[name]
+    assert {"stance-encoder-v1.npz", "stance-v2.npz", "stance-v3.npz"} <= set(recorded)
+    for name, digest in recorded.items():
+        assert hashlib.sha256((models / name).read_bytes()).hexdigest() == digest, name
+    assert all((models / name).is_file() for model in MODELS.values() for name in model.files)
 
 
 def test_a_broken_or_foreign_file_is_one_line_naming_it(tmp_path):
