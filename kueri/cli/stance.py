@@ -15,6 +15,7 @@ from typing import Any
 
 from kueri.cli.flags import add_corpus_or_index
 from kueri.errors import KueriError
+from kueri.stance.family import DEFAULT, MODELS
 from kueri.stance.label import DEFAULT_DEPTH
 
 log = logging.getLogger("kueri.cli")
@@ -37,9 +38,9 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
     p.add_argument("--output", required=True, help="labelled run file to write")
     p.add_argument("--depth", type=int, default=DEFAULT_DEPTH,
                    help="hits labelled per topic; 0 = all (%(default)s)")
-    p.add_argument("--model", help="stance model: stance-v3 (the default: the passage model on the top 10 hits, "
-                   "stance-v1 below), stance-v2 (the stance encoder's sentence votes on the top 20), stance-v1 "
-                   "(TF-IDF), or a model file")
+    p.add_argument("--model", default=DEFAULT, help="stance model: "
+                   + "; ".join(f"{name}: {model.summary}" for name, model in MODELS.items())
+                   + "; or a model file (default %(default)s)")
     p.add_argument("--tag", help="run tag (default: the input's)")
     p.add_argument("--priors", type=float, nargs=4, metavar=("FIRST", "SECOND", "NEUTRAL", "NO"),
                    help="target class priors of the decision (default: the model's)")
@@ -62,7 +63,7 @@ def cmd_stance(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.processes import resolve_workers
     from kueri.runfile import read_run_with_tag, write_lines_atomic, write_run
-    from kueri.stance.family import DEFAULT, load_model
+    from kueri.stance.family import load_model
     from kueri.stance.label import (
         LabelSummary,
         corpus_texts,
@@ -76,7 +77,7 @@ def cmd_stance(args: argparse.Namespace) -> int:
     if args.depth < 0:
         raise KueriError(f"--depth must be at least 0, not {args.depth}")
     workers = resolve_workers(args.workers)
-    model = load_model(args.model or DEFAULT)  # fail before reading anything large
+    model = load_model(args.model)  # fail before reading anything large
     if args.priors is not None or args.neutral_gate is not None:
         model = model.with_decision(args.priors, args.neutral_gate)
     run, tag = read_run_with_tag(args.run)

@@ -108,7 +108,7 @@ MODELS = {model.name: model for model in (
                "kueri's stance encoder's sentence votes on the top 20 hits, stance-v1 below", _shipped("stance-v2")),
     NamedModel("stance-v3", ("stance-v3.npz", "stance-v1.npz"),
                "the passage model (a stance cross-encoder reading the whole passage) on the top 10 hits, stance-v1 "
-               "below (the default)", _shipped("stance-v3")),
+               "below", _shipped("stance-v3")),
 )}
 #: The model a configuration and ``kueri stance`` use unless told otherwise.
 DEFAULT = "stance-v3"
