@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import socket
 import sys
+import urllib.parse
 
 import pytest
 
 from kueri.config import get_config
-from kueri.serve.answer import Passage, Verdict
+from kueri.serve.answer import Answer, Passage, Verdict
 from kueri.serve.checks import MAX_QUESTION, BadQuestion, check_text, parse_objects
 from kueri.serve.engine import without_objects
 from kueri.serve.links import SourceLinks, chatnoir_url
@@ -179,18 +181,103 @@ def test_a_summary_takes_each_sides_best_sentences_from_its_own_passages():
 
 
 def test_feedback_lines_are_whole_json_even_after_a_torn_line(tmp_path):
-    from kueri.serve.feedback import FeedbackLog, Judgment
+    from kueri.serve.feedback import JsonLines
 
-    log = FeedbackLog(tmp_path / "feedback.jsonl")
-    log.record(Judgment("Is tea better than coffee?", ["tea", "coffee"], "default", "p1", 1, True))
+    lines = JsonLines(tmp_path / "feedback.jsonl", 10_000, 2)
+    lines.append({"passage": "p1", "useful": True})
     with (tmp_path / "feedback.jsonl").open("a") as handle:
         handle.write('{"question": "torn by a cra')  # a crash in the middle of a write
-    log.record(Judgment("Is tea better than coffee?", None, "default", "p2", None, False))
-    lines = (tmp_path / "feedback.jsonl").read_text().splitlines()
-    assert len(lines) == 3
-    first, last = json.loads(lines[0]), json.loads(lines[2])
-    assert first["passage"] == "p1" and first["useful"] is True and first["objects"] == ["tea", "coffee"]
-    assert last["passage"] == "p2" and last["useful"] is False and last["time"].endswith("Z")
+    lines.append({"passage": "p2", "useful": False})
+    written = (tmp_path / "feedback.jsonl").read_text().splitlines()
+    assert len(written) == 3 and json.loads(written[0])["passage"] == "p1" and json.loads(written[2])["passage"] == "p2"
+
+
+def shown_answer(question: str = "Is tea better than coffee?", k: int = 3) -> Answer:
+    """An answer as the engine makes them, for the feedback's checks (its ranking is not what they test)."""
+    passages = [Passage(rank, f"clueweb12-00{rank}___1", ("FIRST", "SECOND", "NO")[rank % 3], 3.0 / rank,
+                        0.25 * rank if rank != 2 else None, "text", None, ()) for rank in range(1, k + 1)]
+    return Answer(question, ("tea", "coffee"), "extracted", None, "default", "the default", 1000, passages,
+                  Verdict.of(passages), 0.4)
+
+
+def test_an_answer_id_names_what_was_shown_and_stays_valid_across_a_restart(tmp_path):
+    from kueri.serve.feedback import FeedbackLog
+
+    log = FeedbackLog(tmp_path)
+    first = log.answered(shown_answer())
+    assert re.fullmatch("[0-9a-f]{16}", first) and log.answered(shown_answer()) == first  # the same answer, one id
+    other = log.answered(shown_answer(k=2))  # another answer (fewer passages shown): another id
+    assert other != first and len((tmp_path / "answers.jsonl").read_text().splitlines()) == 2
+    restarted = FeedbackLog(tmp_path)  # a new server on the work folder
+    line = restarted.record({"answer": first, "passage": "clueweb12-002___1", "useful": False})
+    assert {k: v for k, v in line.items() if k not in ("time", "answered")} == {
+        "answer": first, "question": "Is tea better than coffee?", "objects": ["tea", "coffee"],
+        "objects_from": "extracted", "topic": None, "config": "default", "aspect": None, "shown": 3,
+        "passage": "clueweb12-002___1", "rank": 2, "stance": "NO", "relevance": 1.5, "quality": None, "useful": False}
+    assert json.loads((tmp_path / "feedback.jsonl").read_text()) == line
+    assert restarted.answered(shown_answer()) == first  # known from the file: not written again
+    assert len((tmp_path / "answers.jsonl").read_text().splitlines()) == 2
+
+
+def test_the_answers_and_feedback_files_are_rotated_by_size(tmp_path):
+    from kueri.serve.feedback import FEEDBACK_KEPT, BadFeedback, FeedbackLog
+
+    log = FeedbackLog(tmp_path, feedback_bytes=2_000, answers_bytes=3_000)
+    ids = [log.answered(shown_answer(f"Is tea better than coffee, take {i}?")) for i in range(40)]
+    assert sorted(p.name for p in tmp_path.glob("answers*.jsonl")) == ["answers.1.jsonl", "answers.jsonl"]
+    assert all(p.stat().st_size <= 3_000 for p in tmp_path.glob("answers*.jsonl"))
+    for i in range(60):  # the last answers can be judged; the first ones are rotated out
+        log.record({"answer": ids[-1 - i % 3], "passage": "clueweb12-001___1", "useful": True})
+    with pytest.raises(BadFeedback, match=f"answer {ids[0]} is not one this server gave"):
+        log.record({"answer": ids[0], "passage": "clueweb12-001___1", "useful": True})
+    feedback = sorted(p.name for p in tmp_path.glob("feedback*.jsonl"))
+    assert len(feedback) == 1 + FEEDBACK_KEPT and all(p.stat().st_size <= 2_000 for p in tmp_path.glob("feedback*"))
+    assert all(json.loads(line)["rank"] == 1 for p in tmp_path.glob("feedback*.jsonl")
+               for line in p.read_text().splitlines())
+
+
+def asgi_post(app, path: str, body: bytes, kind: str) -> tuple[int, dict[str, str], bytes]:
+    return asgi_get(app, path, method="POST", body=body, headers=[(b"content-type", kind.encode())])
+
+
+def test_junk_feedback_is_a_400_and_a_real_one_is_recorded_with_what_was_shown(idle_engine, tmp_path):
+    pytest.importorskip("starlette", reason="kueri serve needs the serve extra: pip install 'kueri[serve]'")
+    from kueri.serve.app import create_app
+    from kueri.serve.feedback import FeedbackLog
+
+    log = FeedbackLog(tmp_path / "work")
+    app = create_app(idle_engine, log)
+    given = log.answered(shown_answer())  # as /api/search does before it answers
+    junk = [(b'{"answer": "0123456789abcdef", "passage": "clueweb12-001___1", "useful": true}', "application/json",
+             "answer 0123456789abcdef is not one this server gave"),
+            (b'{"answer": "%s", "passage": "clueweb12-999___1", "useful": true}' % given.encode(), "application/json",
+             f"passage 'clueweb12-999___1' was not shown in answer {given}"),
+            (b'{"question": "Is tea better?", "passage": "p", "useful": true}', "application/json",
+             "unknown field(s) question; known: answer, passage, useful"),
+            (b'{"passage": "clueweb12-001___1", "useful": true}', "application/json", "name the answer"),
+            (b'{"answer": "%s", "useful": true}' % given.encode(), "application/json", "name the passage"),
+            (b'{"answer": "%s", "passage": "p", "useful": "yes"}' % given.encode(), "application/json",
+             "useful must be true or false"),
+            (b"not json", "application/json", "not valid JSON"),
+            (b"answer=x&id=p&useful=maybe", "application/x-www-form-urlencoded", "yes or no"),
+            (b"answer=x&id=p&useful=yes&rank=1", "application/x-www-form-urlencoded", "unknown field(s) rank"),
+            (b"x", "text/plain", "application/json or a form"),
+            (b"id=" + b"x" * 20_000, "application/x-www-form-urlencoded", "larger than 10 kB")]
+    for body, kind, message in junk:
+        status, _, answer = asgi_post(app, "/api/feedback", body, kind)
+        assert status in (400, 413) and message in json.loads(answer)["error"], (body[:40], answer)
+        assert "\n" not in json.loads(answer)["error"]
+    assert not (tmp_path / "work" / "feedback.jsonl").exists()
+    form = urllib.parse.urlencode({"answer": given, "id": "clueweb12-003___1", "useful": "yes", "back": "/?q=tea#p3"})
+    status, headers, _ = asgi_post(app, "/api/feedback", form.encode(), "application/x-www-form-urlencoded")
+    assert status == 303 and headers["location"] == "/?q=tea#p3"
+    status, _, body = asgi_post(app, "/api/feedback", json.dumps({"answer": given, "passage": "clueweb12-001___1",
+                                                                   "useful": False}).encode(), "application/json")
+    assert status == 200 and json.loads(body) == {"recorded": True}
+    lines = [json.loads(line) for line in (tmp_path / "work" / "feedback.jsonl").read_text().splitlines()]
+    assert [(j["passage"], j["rank"], j["stance"], j["relevance"], j["quality"], j["useful"]) for j in lines] == [
+        ("clueweb12-003___1", 3, "FIRST", 1.0, 0.75, True), ("clueweb12-001___1", 1, "SECOND", 3.0, 0.25, False)]
+    assert all(j["question"] == "Is tea better than coffee?" and j["config"] == "default" for j in lines)
 
 
 def test_the_openapi_document_is_valid_and_lists_every_route(idle_engine):
@@ -226,20 +313,21 @@ def test_the_command_refuses_a_wait_limit_that_is_not_positive(tmp_path):
     assert result.stderr.strip() == "kueri: error: --max-wait must be a positive number of seconds, not 0"
 
 
-def asgi_get(app, path: str, query: str = "") -> tuple[int, dict[str, str], bytes]:
-    """One GET through the ASGI application itself (no server, no client library): status, headers, body."""
+def asgi_get(app, path: str, query: str = "", method: str = "GET", body: bytes = b"",
+             headers: list[tuple[bytes, bytes]] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One request through the ASGI application itself (no server, no client library): status, headers, body."""
     import asyncio
 
     sent: list[dict] = []
 
     async def receive() -> dict:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message: dict) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-             "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": [],
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": headers or [],
              "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "root_path": ""}
     asyncio.run(app(scope, receive, send))
     start = next(m for m in sent if m["type"] == "http.response.start")
