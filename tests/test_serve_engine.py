@@ -140,7 +140,69 @@ def test_a_question_the_queue_would_keep_too_long_is_refused_at_once(idle_engine
     release.set()
     assert first.result(timeout=30) is True and second.result(timeout=30) == 2 and other.result(timeout=30)
     assert idle_engine.queue.submit(lambda: 4, question=True).result(timeout=30) == 4  # the queue drained
-    assert idle_engine.queue._questions_waiting == 0
+    assert idle_engine.queue.waiting == 0 and idle_engine.queue.waiting_by_cost() == {"cached": 0, "warm": 0, "cold": 0}
+
+
+def test_a_warm_question_goes_before_the_cold_ones_that_wait(idle_engine):
+    """One cold question runs and seven wait: a warm one asked then is answered before the seven, and a cached
+    ranking (only passages to fill) before that; /api/health says how many of each wait."""
+    import threading
+
+    queue = idle_engine.queue
+    queue.max_wait = 600  # not overloaded: every one is admitted
+    queue.seconds.update(cached=0.1, warm=0.5, cold=10.0)
+    release, started, answered = threading.Event(), threading.Event(), []
+    running = queue.submit(lambda: started.set() or release.wait(30), question=True, cost="cold")
+    started.wait(30)
+    cold = [queue.submit(lambda i=i: answered.append(f"cold {i}"), question=True, cost="cold") for i in range(7)]
+    warm = queue.submit(lambda: answered.append("warm"), question=True, cost="warm")
+    cached = queue.submit(lambda: answered.append("cached"), question=True, cost="cached")
+    health = idle_engine.health()
+    assert health["waiting_by_cost"] == {"cached": 1, "warm": 1, "cold": 7} and health["waiting"] == 10
+    assert health["seconds_by_cost"] == {"cached": 0.1, "warm": 0.5, "cold": 10.0}
+    release.set()
+    for future in [running, *cold, warm, cached]:
+        future.result(timeout=30)
+    assert answered == ["cached", "warm", *(f"cold {i}" for i in range(7))]
+
+
+def test_a_cold_question_that_waited_long_goes_before_newer_warm_ones(idle_engine):
+    """No starvation: a question that has waited half the limit less its own cost goes first, oldest first."""
+    import threading
+    import time
+
+    queue = idle_engine.queue
+    queue.max_wait = 4.0
+    queue.seconds.update(warm=0.1, cold=1.0)
+    release, started, answered = threading.Event(), threading.Event(), []
+    running = queue.submit(lambda: started.set() or release.wait(30), question=True, cost="warm")
+    started.wait(30)
+    cold = queue.submit(lambda: answered.append("cold"), question=True, cost="cold")
+    time.sleep(1.1)  # the cold one has waited 1.1 s: with its own 1 s, past half the 4 s limit
+    warm = [queue.submit(lambda i=i: answered.append(f"warm {i}"), question=True, cost="warm") for i in range(3)]
+    release.set()
+    for future in [running, cold, *warm]:
+        future.result(timeout=30)
+    assert answered == ["cold", "warm 0", "warm 1", "warm 2"]
+
+
+def test_the_admission_counts_only_the_work_that_goes_before(idle_engine):
+    """With a cold question running and cold ones waiting up to the limit, a warm question is still admitted (it goes
+    before them), a cold one is not."""
+    import threading
+
+    from kueri.serve.queue import Busy
+
+    queue = idle_engine.queue  # max_wait 25
+    queue.seconds.update(warm=0.5, cold=10.0)
+    release = threading.Event()
+    futures = [queue.submit(lambda: release.wait(30), question=True, cost="cold"),
+               queue.submit(lambda: 1, question=True, cost="cold")]  # 10 s running, 10 waiting
+    with pytest.raises(Busy, match="would wait longer than 25 s"):
+        queue.submit(lambda: 2, question=True, cost="cold")
+    futures.append(queue.submit(lambda: 3, question=True, cost="warm"))
+    release.set()
+    assert [future.result(timeout=30) for future in futures][1:] == [1, 3]
 
 
 def test_the_cost_a_question_is_expected_to_take_follows_the_measured_ones(idle_engine):
@@ -154,6 +216,9 @@ def test_the_cost_a_question_is_expected_to_take_follows_the_measured_ones(idle_
     assert idle_engine.queue.question_seconds == 8.0
     idle_engine.queue.measured(2.0)
     assert idle_engine.queue.question_seconds == 5.0
+    idle_engine.queue.measured(0.3, "warm")  # each kind has its own estimate
+    assert idle_engine.queue.seconds["warm"] == 0.4 and idle_engine.queue.question_seconds == 5.0
+    assert idle_engine.health()["measured_costs"] == ["cold", "warm"]
 
 
 def test_evidence_is_weak_when_none_of_the_top_passages_reaches_the_threshold():
@@ -422,3 +487,38 @@ def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
     assert set(sentences) == set(ids) and any(sentences.values())
     assert labelling_stage(get_config("row-15"), "stance") is None
     assert shown_quality(get_config("default")).source == "offline"
+
+
+def test_a_questions_expected_cost_is_found_from_its_candidates_in_the_stores(tmp_path):
+    """On a real index of 40 passages: cold while the stores lack its first stage's candidates, warm once they hold
+    them (random vectors: the probe reads only the digests), cached once its ranking is kept."""
+    import gzip
+
+    import numpy as np
+
+    from kueri.encoders import text_digest
+    from kueri.serve.engine import Engine
+
+    corpus = tmp_path / "small.jsonl"
+    with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
+        corpus.write_text("".join(line for _, line in zip(range(40), handle, strict=False)), encoding="utf-8")
+    engine = Engine(corpus=corpus, workdir=tmp_path / "work")
+    try:
+        engine.queue.submit(engine._open).result()
+        engine._stores = engine.queue.submit(engine._stored_encoders).result()  # as the start does (no model loaded)
+        engine.ready = True
+        question = "Which is better, a laptop or a desktop?"
+        assert sorted(engine._stores) == ["e5", "minilm"]
+        assert engine.probe(question, None, None).result(timeout=120) == "cold"
+        index = engine._any_index()
+        digests = [text_digest(text) for text in index.contents(range(len(index)))]
+        for encoder in engine._stores.values():
+            with encoder.store.lock():
+                encoder.store.refresh()
+                encoder.store.append(digests, np.ones((len(digests), encoder.dimension), dtype=np.float32))
+        assert engine.probe(question, None, None).result(timeout=120) == "warm"
+        assert engine.probe("Which is better, tea or coffee?", None, None).result(timeout=120) == "warm"
+        engine._answers[engine._key(question, None, None)] = None  # a kept ranking (its contents are not read)
+        assert engine.probe(question, None, None).result(timeout=120) == "cached"
+    finally:
+        engine.close()

@@ -16,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ ANSWER_CACHE = 256  # rankings kept (each a whole ranking of ids and scores: a f
 #: question on it is warm; a larger one embeds the candidates each question needs and keeps them.
 PREEMBED_LIMIT = 20_000
 PREEMBED_CHUNK = 16  # passages embedded per turn of the pipeline thread: a question waits at most one chunk
+PROBE_DEPTH = 100  # candidates a probe looks up when an embedding stage names no depth (the second stage's default)
 FREE_TOPIC = "q"  # the topic number of a question that is not a known topic's
 WARM_UP = "Which is better, a laptop or a desktop?"  # asked of each configuration at the start
 
@@ -103,6 +104,10 @@ class Engine:
         self.topics = {self.title_key(t.title): t for t in topics}
         self.progress = progress
         self.queue = PipelineQueue(max_waiting, max_wait)
+        # finds a question's expected cost while the pipeline thread ranks another (Lucene searches and reading the
+        # stores' digests are safe beside it); its own thread, as pyjnius attaches each thread to the JVM
+        self._probe = ThreadPoolExecutor(1, thread_name_prefix="kueri-probe")
+        self._stores: dict[str, Any] = {}  # the encoders whose stores a probe reads (set at start)
         self._indexes: dict[Any, Any] = {}
         self._shared: dict[Any, Any] = {}
         self._answers: OrderedDict[tuple[Any, ...], _Ranking] = OrderedDict()
@@ -131,6 +136,7 @@ class Engine:
         if self.corpus is not None:
             self.links = SourceLinks.of_corpus(self.corpus)
         self.queue.submit(self._open).result()
+        self._stores = self.queue.submit(self._stored_encoders).result()
         for name in self.configs:
             self.queue.submit(lambda name=name: self._rank(WARM_UP, None, name)).result()
         self.ready = True
@@ -223,6 +229,8 @@ class Engine:
 
         self.queue.background(close).result()
         self.queue.shutdown()
+        self._probe.submit(detach_thread).result()
+        self._probe.shutdown()
 
     # -- questions ------------------------------------------------------------------------------
 
@@ -270,21 +278,66 @@ class Engine:
             raise BadQuestion(f"configuration {name!r} is not offered here; offered: {', '.join(self.configs)}")
         return config
 
+    def probe(self, question: str, objects: tuple[str, str] | None, config: str | None) -> Future[str]:
+        """The question's expected cost (:data:`~kueri.serve.queue.COSTS`), found on the probe thread."""
+        return self._probe.submit(self.expected_cost, question, objects, config)
+
+    def expected_cost(self, question: str, objects: tuple[str, str] | None, config_name: str | None) -> str:
+        """``cached`` when its ranking is cached (only passages to fill), ``warm`` when the stores hold the embeddings
+        of the candidates its first stage finds (the top of them the configuration's stages embed), else ``cold``
+        (and when it cannot tell: a question that fails here fails on the pipeline thread with its message)."""
+        from kueri.encoders import text_digest
+
+        with self._lock:
+            if self._key(question, objects, config_name) in self._answers:
+                return "cached"
+        if not self.ready:
+            return "cold"
+        try:
+            config = self.config(config_name)
+            topic, objects_from = self._topic(question, objects)
+            if objects_from == "none":
+                config = without_objects(config)
+            stages = config.stages()
+            embedding = [stage for stage in stages if getattr(stage, "embeds", tuple)()]
+            if not embedding:
+                return "warm"
+            first = stages[0]
+            if not hasattr(first, "title_search"):  # not a lexical search: its candidates are not known cheaply
+                return "cold"
+            hits = first.apply({}, self._pipeline(topic)).get(topic.number, [])
+            depth = max(getattr(stage, "depth", None) or PROBE_DEPTH for stage in embedding)
+            searched = self._pipeline(topic).index(first.title_search().analyzer)
+            texts = searched.contents_of([hit.doc for hit in hits[:depth]], "serve")
+            digests = [text_digest(text) for text in texts]
+            names = {name for stage in embedding for name in stage.embeds()}
+            missing = any(self._stores[name].store.missing(digests) for name in names if name in self._stores)
+        except Exception:  # noqa: BLE001 - an estimate only; the ranking reports what is wrong
+            log.debug("serve: no cost estimate for %r", question, exc_info=True)
+            return "cold"
+        return "cold" if missing else "warm"
+
     def ask(self, question: str, objects: tuple[str, str] | None = None, config: str | None = None,
-            k: int = 10, aspect: str | None = None) -> Answer:
+            k: int = 10, aspect: str | None = None, cost: str | None = None) -> Answer:
         """The answer to ``question`` (checked: :func:`kueri.serve.checks.check_text`), its top ``k`` passages; on the
         pipeline thread (call it through :attr:`queue`). ``aspect`` replaces the one found in the question ("":
-        none); it marks the passages that speak of it and never changes the ranking."""
+        none); it marks the passages that speak of it and never changes the ranking. ``cost``: the kind it was
+        queued as (:meth:`expected_cost`), whose estimate its time updates."""
         started = time.perf_counter()
-        ranking = self._rank(question, objects, config, k)
+        ranking = self._rank(question, objects, config, k, cost)
         return self._answer(question, ranking, k, time.perf_counter() - started, aspect)
 
-    def _rank(self, question: str, objects: tuple[str, str] | None, config_name: str | None, k: int = 10
-              ) -> _Ranking:
+    def _rank(self, question: str, objects: tuple[str, str] | None, config_name: str | None, k: int = 10,
+              cost: str | None = None) -> _Ranking:
         key = self._key(question, objects, config_name)
         with self._lock:
             ranking = self._answers.get(key)
-        if ranking is None:
+        if ranking is not None:
+            started = time.perf_counter()
+            if self._fill(ranking, k):
+                self.queue.measured(time.perf_counter() - started, cost or "cached")
+        else:
+            embedded = self._embedded()
             started = time.perf_counter()
             config = self.config(config_name)
             topic, objects_from = self._topic(question, objects)
@@ -300,11 +353,15 @@ class Engine:
                 hits = []
                 note = "no passage matches the question's words (the stoplist drops the most common ones)"
             ranking = _Ranking(topic, objects_from, hits, config, time.perf_counter() - started, note)
-            self.queue.measured(ranking.seconds)
+            self._fill(ranking, k)
+            ranking.seconds = time.perf_counter() - started
+            # the estimate of the kind it was queued as (what a question taken for that kind costs); else what it
+            # turned out to be
+            kind = cost or ("cold" if self._embedded() > embedded else "warm")
+            self.queue.measured(ranking.seconds, kind)
             self.questions += 1
-            log.info("serve: %r (objects %s, %s) ranked in %.2f s", question, topic.objects, objects_from,
-                     ranking.seconds)
-        self._fill(ranking, k)
+            log.info("serve: %r (objects %s, %s) ranked in %.2f s (%s)", question, topic.objects, objects_from,
+                     ranking.seconds, kind)
         with self._lock:
             self._answers[key] = ranking
             self._answers.move_to_end(key)
@@ -312,18 +369,22 @@ class Engine:
                 self._answers.popitem(last=False)
         return ranking
 
-    def _fill(self, ranking: _Ranking, k: int) -> None:
+    def _embedded(self) -> int:
+        """Passages the stored encoders have embedded so far (on the pipeline thread)."""
+        return sum(encoder.embedded for encoder in self._stores.values())
+
+    def _fill(self, ranking: _Ranking, k: int) -> bool:
         """The texts, quality scores, stance labels and deciding sentences of the top ``k`` passages (computed once
         per passage and ranking), from the configuration's own stages: :meth:`~kueri.pipeline.Pipeline.label` of
         the shown hits gives each the label ``kueri run`` gives it."""
         missing = [hit.doc for hit in ranking.hits[:k] if hit.doc not in ranking.texts]
         if not missing:
-            return
+            return False
         pipeline = self._pipeline(ranking.topic)
         ranking.texts.update(zip(missing, pipeline.texts("serve")(missing), strict=True))
         ranking.quality.update(shown_quality(ranking.config).scores(missing, pipeline))
         if not all(ranking.topic.objects):
-            return
+            return True
         number = ranking.topic.number
         ranking.hits[:k] = pipeline.label(ranking.config, {number: ranking.hits[:k]})[number]
         stance = labelling_stage(ranking.config, "stance")
@@ -331,6 +392,7 @@ class Engine:
         explained = [hit for hit in ranking.hits[:min(k, EXPLAINED)] if hit.doc in new and hit.stance in STANCES]
         if stance is not None and explained:
             ranking.deciding_sentences.update(stance.explain({number: explained}, pipeline))
+        return True
 
     def _answer(self, question: str, ranking: _Ranking, k: int, seconds: float, aspect: str | None = None
                 ) -> Answer:
@@ -378,8 +440,11 @@ class Engine:
         return {"status": "ok" if self.ready else "starting", "passages": len(index) if index else None,
                 "configs": list(self.configs), "default_config": self.default_config,
                 "uptime_seconds": round(time.time() - self.started, 1), "questions_ranked": self.questions,
-                "waiting": self.queue.waiting, "preembedded": self.preembedded,
-                "max_wait_seconds": self.queue.max_wait, "question_seconds": round(self.queue.question_seconds, 3)}
+                "waiting": self.queue.waiting, "waiting_by_cost": self.queue.waiting_by_cost(),
+                "preembedded": self.preembedded, "max_wait_seconds": self.queue.max_wait,
+                "question_seconds": round(self.queue.question_seconds, 3),
+                "seconds_by_cost": {kind: round(seconds, 3) for kind, seconds in self.queue.seconds.items()},
+                "measured_costs": sorted(self.queue.measured_kinds)}
 
 
 def known_topics(paths: Iterable[str | Path]) -> list[Topic]:

@@ -18,7 +18,7 @@ from kueri.serve.checks import FLAGS, FORMATS, MAX_BODY, MAX_ID, MAX_K, MAX_OBJE
 from kueri.serve.engine import EXPLAINED
 from kueri.serve.feedback import ANSWER_ID
 from kueri.serve.pyserini import INDEX_TYPES
-from kueri.serve.queue import RETRY_AFTER
+from kueri.serve.queue import COSTS, RETRY_AFTER
 
 _string = {"type": "string"}
 _nullable_string = {"type": "string", "nullable": True}
@@ -218,8 +218,15 @@ SCHEMAS: dict[str, Any] = {
         "status": {"type": "string", "enum": ["ok", "starting"]}, "passages": {"type": "integer", "nullable": True},
         "configs": {"type": "array", "items": _string}, "default_config": _string,
         "uptime_seconds": {"type": "number"}, "questions_ranked": {"type": "integer"}, "waiting": {"type": "integer"},
+        "waiting_by_cost": {"type": "object", "description": "questions waiting, by expected cost (the cheaper go "
+                            "first)", "properties": {kind: {"type": "integer"} for kind in COSTS}},
         "preembedded": {"type": "integer"}, "max_wait_seconds": {"type": "number"},
-        "question_seconds": {"type": "number"}, "feedback": {"type": "boolean"}}},
+        "question_seconds": {"type": "number", "description": "what a cold question is expected to cost"},
+        "seconds_by_cost": {"type": "object", "description": "what a question of each kind is expected to cost",
+                            "properties": {kind: {"type": "number"} for kind in COSTS}},
+        "measured_costs": {"type": "array", "items": {"type": "string", "enum": list(COSTS)},
+                           "description": "the kinds measured by this server (the others: the start's figures)"},
+        "feedback": {"type": "boolean"}}},
     "Feedback": {"type": "object", "required": ["answer", "passage", "useful"], "additionalProperties": False,
                  "properties": {
                      "answer": {"type": "string", "pattern": f"^{ANSWER_ID.pattern}$",
