@@ -509,6 +509,8 @@ def test_a_questions_expected_cost_is_found_from_its_candidates_in_the_stores(tm
         engine.ready = True
         question = "Which is better, a laptop or a desktop?"
         assert sorted(engine._stores) == ["e5", "minilm"]
+        second = next(stage for stage in get_config("default").stages() if stage.name == "second-stage")
+        assert second.embedded_depths(100) == {"minilm": 40, "e5": 15}  # the cascade's: what a probe looks up
         assert engine.probe(question, None, None).result(timeout=120) == "cold"
         index = engine._any_index()
         digests = [text_digest(text) for text in index.contents(range(len(index)))]
