@@ -368,12 +368,14 @@ def test_a_compaction_killed_at_any_step_loses_nothing_and_the_next_one_finishes
     assert "Traceback" not in result.stderr
     if kill_at == 99:
         assert int(result.stdout) == 23 and len(chunk_files(path)) == 3
+    assert len(list(path.glob(".chunk-*.tmp"))) == (kill_at < 3)  # a merged chunk killed before its rename
     monkeypatch.setattr(module, "COMPACT_PASSAGES", 256)
     store = assert_every_vector(path, 600)  # every passage, its own bytes, whatever the kill left
     with store.lock():
         store.refresh()
         store.compact(everything=True)
     assert len(chunk_files(path)) <= 3  # 256, 256 and 88 again (a kill after the renames leaves bigger copies)
+    assert not list(path.glob(".chunk-*.tmp"))  # the next compaction removes what the killed one left
     assert_every_vector(path, 600)
 
 

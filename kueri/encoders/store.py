@@ -304,7 +304,9 @@ class EmbeddingStore:
             out.write(vectors)
 
     def _remove_damaged(self) -> None:
-        for damaged in self._damaged:
+        """Under the lock: the damaged chunks read, and the temporary files of writers killed mid-write (every
+        writer holds the lock, so none is being written now)."""
+        for damaged in [*self._damaged, *self.path.glob(".chunk-*.tmp")]:
             with contextlib.suppress(OSError):
                 damaged.unlink()
         self._damaged.clear()
