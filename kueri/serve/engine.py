@@ -43,11 +43,10 @@ ANSWER_CACHE = 256  # rankings kept (each a whole ranking of ids and scores: a f
 PREEMBED_LIMIT = 20_000
 PREEMBED_CHUNK = 16  # passages embedded per turn of the pipeline thread: a question waits at most one chunk
 PROBE_DEPTH = 100  # candidates a probe looks up when an embedding stage names no depth (the second stage's default)
-#: A question is warm when at most this share of the candidates its probe looks up lack their embeddings: on the
-#: sample after 1,000 questions a question missing 2 to 10 of the default's 55 was ranked in about 0.45 s, like one
-#: missing none (the cascade embeds what its cheaper model ranks on top, not the first stage's top), and a quarter of
-#: the 55, embedded, costs about 0.6 s (a cold question's log: MiniLM 40 passages in 1.7 s, e5 15 in 1.5 s), about a
-#: warm question's own cost; a question of new objects misses all 55.
+#: A question is warm when the stores hold as many of its first stage's top candidates as each encoder embeds (40
+#: and 15 of the top 100 in the default's cascade), short by at most this share: a quarter of the 55, embedded,
+#: costs about 0.6 s (a cold question's log: MiniLM 40 passages in 1.7 s, e5 15 in 1.5 s), about a warm question's
+#: own cost; a question of new objects is short by all 55.
 WARM_SHARE = 0.25
 FREE_TOPIC = "q"  # the topic number of a question that is not a known topic's
 WARM_UP = "Which is better, a laptop or a desktop?"  # asked of each configuration at the start
@@ -290,8 +289,8 @@ class Engine:
 
     def expected_cost(self, question: str, objects: tuple[str, str] | None, config_name: str | None) -> str:
         """``cached`` when its ranking is cached (only passages to fill), ``warm`` when the stores hold the embeddings
-        of the candidates its first stage finds (as many of its top as each encoder embeds: 40 for MiniLM and 15 for e5
-        in the default's cascade; all but :data:`WARM_SHARE` of them), else ``cold``
+        of about as many of its first stage's top candidates as its stages embed (40 of the top 100 for MiniLM and 15
+        for e5 in the default's cascade, short by at most :data:`WARM_SHARE`), else ``cold``
         (and when it cannot tell: a question that fails here fails on the pipeline thread with its message)."""
         from kueri.encoders import text_digest
 
@@ -313,26 +312,29 @@ class Engine:
             if not hasattr(first, "title_search"):  # not a lexical search: its candidates are not known cheaply
                 return "cold"
             hits = first.apply({}, self._pipeline(topic)).get(topic.number, [])
-            depths: dict[str, int] = {}  # per encoder: how many of the top candidates it embeds
+            depths: dict[str, int] = {}  # per encoder: how many of the candidates it embeds
+            window = PROBE_DEPTH  # the candidates the embedding stages choose from
             for stage in embedding:
                 known = getattr(stage, "embedded_depths", None)
-                found = known(PROBE_DEPTH) if known else dict.fromkeys(stage.embeds(), getattr(stage, "depth", None)
-                                                                         or PROBE_DEPTH)
-                for name, depth in found.items():
-                    depths[name] = max(depths.get(name, 0), depth)
+                depth = getattr(stage, "depth", None) or PROBE_DEPTH
+                window = max(window, depth)
+                for name, count in (known(PROBE_DEPTH) if known else dict.fromkeys(stage.embeds(), depth)).items():
+                    depths[name] = max(depths.get(name, 0), count)
             searched = self._pipeline(topic).index(first.title_search().analyzer)
-            texts = searched.contents_of([hit.doc for hit in hits[:max(depths.values())]], "serve")
-            digests = [text_digest(text) for text in texts]
-            # the first stage's top stands for the candidates the stages will embed: a cascade reorders them first, so
-            # a question whose ranking embeds nothing still misses a few of them here (WARM_SHARE)
-            looked = [(self._stores[name].store, digests[:depth]) for name, depth in depths.items()
-                      if name in self._stores]
-            missing = sum(len(store.missing(wanted)) for store, wanted in looked)
-            total = sum(len(wanted) for _, wanted in looked)
+            digests = [text_digest(text) for text in searched.contents_of([hit.doc for hit in hits[:window]], "serve")]
+            # A cascade embeds what its cheaper model ranks on top of the window, not the first stage's top: so the
+            # question is warm when the stores hold about as many of the window's candidates as each encoder embeds
+            # (what an earlier question of these objects embedded), short by at most WARM_SHARE of them.
+            short = needed = 0
+            for name, count in depths.items():
+                if name in self._stores:
+                    wanted = min(count, len(digests))
+                    short += max(0, wanted - (len(digests) - len(self._stores[name].store.missing(digests))))
+                    needed += wanted
         except Exception:  # noqa: BLE001 - an estimate only; the ranking reports what is wrong
             log.debug("serve: no cost estimate for %r", question, exc_info=True)
             return "cold"
-        return "cold" if missing > WARM_SHARE * total else "warm"
+        return "cold" if short > WARM_SHARE * needed else "warm"
 
     def ask(self, question: str, objects: tuple[str, str] | None = None, config: str | None = None,
             k: int = 10, aspect: str | None = None, cost: str | None = None) -> Answer:
