@@ -8,7 +8,8 @@
 **The soak** (``--questions N``): for each client level, ``kueri serve --corpus SAMPLE --no-preembed`` on a fresh
 work folder (the index hard-linked in, no embeddings), asked N distinct questions (phrasings x object pairs: the
 sample's topics' objects and a few more, each pair in both orders) by that many clients at once through
-``/api/search``. Per block of 50 questions: p50 and p95 latency (the client's round trip), the server's resident
+``/api/search``. Per block of 50 answers (in the order they came): p50, p95 and max latency (the client's round
+trip), the server's resident
 memory (VmRSS) after the block, the chunk files of each encoder's store, and the questions the server ranked as
 cold. After the soak: the server is stopped and started again on that work folder (its start time, and the start
 on the fresh folder for comparison), every stored vector is read, the store compacted whole (``kueri cache
@@ -108,17 +109,18 @@ def store_digest(workdir: Path) -> dict[str, tuple[int, str]]:
     return out
 
 
-def soak(base: Path, root: Path, corpus: str, n: int, clients: int, k: int) -> dict[str, object]:
+def soak(base: Path, root: Path, corpus: str, n: int, clients: int, k: int, max_wait: float) -> dict[str, object]:
     import http.client
 
     workdir = root / f"soak-{clients}"
     fresh_workdir(base, workdir)
     command = [sys.executable, "-m", "kueri", "serve", "--corpus", corpus, "--port", "0", "--workdir", str(workdir),
-               "--no-preembed", "--max-wait", "600"]  # latency and memory, not the queue's refusals
+               "--no-preembed", "--max-wait", str(max_wait)]
     paths = [f"/api/search?{urllib.parse.urlencode({'q': q, 'k': k})}" for q in distinct_questions(n)]
     assert len(set(paths)) == n
     blocks: list[dict[str, object]] = []
     latencies: list[float] = [0.0] * n
+    finished: list[float] = []  # the latencies in the order the answers came (a block is 50 of them)
     statuses: list[int] = [0] * n
     errors: list[tuple[str, int, str]] = []
     with Server(command) as server:
@@ -143,6 +145,8 @@ def soak(base: Path, root: Path, corpus: str, n: int, clients: int, k: int) -> d
                 body = response.read()
                 latencies[i] = time.perf_counter() - started
                 statuses[i] = response.status
+                with lock:
+                    finished.append(latencies[i])
                 if response.status != 200:
                     errors.append((paths[i], response.status, body[:300].decode("utf-8", "replace")))
                 count = next(done) + 1
@@ -152,16 +156,17 @@ def soak(base: Path, root: Path, corpus: str, n: int, clients: int, k: int) -> d
             connection.close()
 
         def record_block(count: int) -> None:
-            block = latencies[count - BLOCK:count]
+            block = finished[count - BLOCK:count]
             cold = sum(" (cold)" in line for line in server.log if "ranked in" in line) - 1  # less the warm-up
             row = {"questions": count, "p50": statistics.median(block), "p95": percentile(block, 95),
-                   "failed": sum(status != 200 for status in statuses[count - BLOCK:count]),
+                   "max": max(block), "failed": len(errors),
                    "rss_mb": rss_mb(pid), "chunk_files": chunk_files(workdir), "cold_so_far": cold,
                    "load": Path("/proc/loadavg").read_text().split()[0]}
             blocks.append(row)
             print(f"{clients} client(s), {count:5d} questions: p50 {row['p50']:.2f} s, p95 {row['p95']:.2f} s, "
-                  f"RSS {row['rss_mb']:.0f} MB, not 200: {row['failed']}, chunk files {row['chunk_files']}, "
-                  f"cold so far {cold}, load {row['load']}", file=sys.stderr, flush=True)
+                  f"max {row['max']:.2f} s, RSS {row['rss_mb']:.0f} MB, not 200: {row['failed']}, "
+                  f"chunk files {row['chunk_files']}, cold so far {cold}, load {row['load']}", file=sys.stderr,
+                  flush=True)
 
         started = time.perf_counter()
         with ThreadPoolExecutor(clients) as pool:
@@ -179,6 +184,8 @@ def soak(base: Path, root: Path, corpus: str, n: int, clients: int, k: int) -> d
                                capture_output=True, text=True, check=True).stdout.strip()
     after = store_digest(workdir)
     return {"clients": clients, "questions": n, "wall_seconds": wall, "statuses": sorted(set(statuses)),
+            "p50": statistics.median(latencies), "p95": percentile(latencies, 95), "max": max(latencies),
+            "max_wait": max_wait,
             "failed": errors,
             "rss_start_mb": rss_start, "blocks": blocks, "fresh_start_seconds": fresh_start,
             "start_after_soak_seconds": restarted.started_seconds, "chunk_files_after": chunk_files(workdir),
@@ -291,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--clients", type=int, nargs="+", default=[1])
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--max-wait", type=float, default=60.0, help="the server's --max-wait (%(default)s, its own "
+                        "default; a 503 counts as a failure)")
     parser.add_argument("--workdir", default="/tmp/kueri-bench-soak", help="where the work folders go")
     parser.add_argument("--store-appends", type=int, help="only the synthetic store: this many appends")
     parser.add_argument("--warm-first", action="store_true",
@@ -310,16 +319,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures = warm_first(base, root, args.corpus, args.k)
         print(json.dumps(figures, indent=1))
     else:
-        figures = [soak(base, root, args.corpus, args.questions, clients, args.k) for clients in args.clients]
+        figures = [soak(base, root, args.corpus, args.questions, clients, args.k, args.max_wait)
+                   for clients in args.clients]
         for row in figures:
-            print(f"| {row['clients']} client(s): {row['questions']} questions in {row['wall_seconds']:.0f} s; "
+            print(f"| {row['clients']} client(s), --max-wait {row['max_wait']:g}: {row['questions']} questions in "
+                  f"{row['wall_seconds']:.0f} s, p50 {row['p50']:.2f} s, p95 {row['p95']:.2f} s, "
+                  f"max {row['max']:.2f} s; "
                   f"statuses {row['statuses']}; start {row['fresh_start_seconds']:.1f} s fresh, "
                   f"{row['start_after_soak_seconds']:.1f} s after; chunk files {row['chunk_files_after']}; "
                   f"same vectors after compaction: {row['same_vectors']} ({row['compact']})")
-            print("| questions | p50 s | p95 s | RSS MB | chunk files | cold so far | load |")
-            print("|---|---|---|---|---|---|---|")
+            print("| answers | p50 s | p95 s | max s | RSS MB | chunk files | taken for cold so far | load |")
+            print("|---|---|---|---|---|---|---|---|")
             for block in row["blocks"]:
-                print(f"| {block['questions']} | {block['p50']:.2f} | {block['p95']:.2f} | {block['rss_mb']:.0f} | "
+                print(f"| {block['questions']} | {block['p50']:.2f} | {block['p95']:.2f} | {block['max']:.2f} | "
+                      f"{block['rss_mb']:.0f} | "
                       f"{', '.join(f'{k} {v}' for k, v in block['chunk_files'].items())} | {block['cold_so_far']} | "
                       f"{block['load']} |")
     if args.json:
