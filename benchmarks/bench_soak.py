@@ -277,7 +277,8 @@ def warm_first(base: Path, root: Path, corpus: str, k: int) -> dict[str, object]
         started = time.perf_counter()
         futures = [pool.submit(ask, f"cold {i}", path) for i, path in enumerate(cold)]
         deadline = time.monotonic() + 120
-        while health()["waiting_by_cost"]["cold"] < 7 and time.monotonic() < deadline:  # type: ignore[index]
+        # one running and seven probed and waiting (a question not yet probed counts as warm)
+        while health()["waiting_by_cost"] != {"cached": 0, "warm": 0, "cold": 7} and time.monotonic() < deadline:
             time.sleep(0.05)
         waiting = health()["waiting_by_cost"]
         futures.append(pool.submit(ask, "warm", warm))

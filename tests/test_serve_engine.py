@@ -166,6 +166,37 @@ def test_a_warm_question_goes_before_the_cold_ones_that_wait(idle_engine):
     assert answered == ["cached", "warm", *(f"cold {i}" for i in range(7))]
 
 
+def test_questions_are_probed_on_the_pipeline_thread_before_the_next_ranking(idle_engine):
+    """A question's kind is found by its probe, on the pipeline thread once the running ranking is done (Java is
+    used from that thread only); a warm one then goes first, and a cold one that would wait too long is refused
+    with a 503 (its future's Busy) once probed."""
+    import threading
+
+    from kueri.serve.queue import Busy
+
+    queue = idle_engine.queue  # max_wait 25
+    queue.seconds.update(warm=0.5, cold=10.0)
+    release, started, answered, probed_on = threading.Event(), threading.Event(), [], set()
+    running = queue.submit(lambda: started.set() or release.wait(30), question=True, cost="cold")
+    started.wait(30)
+
+    def probe(kind: str):
+        return lambda: probed_on.add(threading.current_thread().name) or kind
+
+    cold = [queue.submit(lambda cost, i=i: answered.append((f"cold {i}", cost)), question=True, probe=probe("cold"))
+            for i in range(2)]
+    warm = queue.submit(lambda cost: answered.append(("warm", cost)), question=True, probe=probe("warm"))
+    late = queue.submit(lambda cost: answered.append(("late", cost)), question=True, probe=probe("cold"))
+    assert queue.waiting_by_cost() == {"cached": 0, "warm": 4, "cold": 0}  # taken for warm until probed
+    release.set()
+    running.result(timeout=30)
+    assert [future.result(timeout=30) for future in [*cold, warm]] == [None, None, None]
+    with pytest.raises(Busy, match="would wait longer than 25 s"):  # two cold before it (20 s), its own 10 s
+        late.result(timeout=30)
+    assert answered == [("warm", "warm"), ("cold 0", "cold"), ("cold 1", "cold")]
+    assert probed_on == {"kueri-pipeline"}
+
+
 def test_a_cold_question_that_waited_long_goes_before_newer_warm_ones(idle_engine):
     """No starvation: a question that has waited half the limit less its own cost goes first, oldest first."""
     import threading
@@ -408,16 +439,18 @@ def test_a_full_queue_answers_503_with_retry_after_and_still_answers_bad_request
 
     app = create_app(idle_engine)
     release = threading.Event()
-    idle_engine.queue.question_seconds = 20.0
-    busy = [idle_engine.queue.submit(lambda: release.wait(30), question=True)]  # running: 20 s
+    # a cold question running, expected to take 30 s: even a warm question (what one not yet probed is taken for)
+    # would wait past the limit
+    idle_engine.queue.question_seconds = 30.0
+    busy = [idle_engine.queue.submit(lambda: release.wait(30), question=True)]
     try:
         status, headers, body = asgi_get(app, "/api/search", "q=Which+is+better%2C+tea+or+coffee%3F")
-        assert status == 503 and headers["retry-after"] == "20" and b"would wait longer than 25 s" in body
+        assert status == 503 and headers["retry-after"] == "30" and b"would wait longer than 25 s" in body
         assert "default-src 'self'" in headers["content-security-policy"]
         status, headers, body = asgi_get(app, "/", "q=Which+is+better%2C+tea+or+coffee%3F")
-        assert status == 503 and headers["retry-after"] == "20" and b'role="alert"' in body
+        assert status == 503 and headers["retry-after"] == "30" and b'role="alert"' in body
         status, headers, body = asgi_get(app, "/v1/indexes/default/search", "query=tea+or+coffee")
-        assert status == 503 and headers["retry-after"] == "20" and json.loads(body)["detail"]
+        assert status == 503 and headers["retry-after"] == "30" and json.loads(body)["detail"]
         status, _, body = asgi_get(app, "/api/search", "q=")  # a bad request is answered at once
         assert status == 400 and json.loads(body)["error"] == "the question is empty"
     finally:
@@ -507,20 +540,24 @@ def test_a_questions_expected_cost_is_found_from_its_candidates_in_the_stores(tm
         engine.queue.submit(engine._open).result()
         engine._stores = engine.queue.submit(engine._stored_encoders).result()  # as the start does (no model loaded)
         engine.ready = True
+
+        def probe(question: str) -> str:  # on the pipeline thread, as the queue probes
+            return engine.queue.submit(lambda: engine.expected_cost(question, None, None)).result(timeout=120)
+
         question = "Which is better, a laptop or a desktop?"
         assert sorted(engine._stores) == ["e5", "minilm"]
         second = next(stage for stage in get_config("default").stages() if stage.name == "second-stage")
         assert second.embedded_depths(100) == {"minilm": 40, "e5": 15}  # the cascade's: what a probe looks up
-        assert engine.probe(question, None, None).result(timeout=120) == "cold"
+        assert probe(question) == "cold"
         index = engine._any_index()
         digests = [text_digest(text) for text in index.contents(range(len(index)))]
         for encoder in engine._stores.values():
             with encoder.store.lock():
                 encoder.store.refresh()
                 encoder.store.append(digests, np.ones((len(digests), encoder.dimension), dtype=np.float32))
-        assert engine.probe(question, None, None).result(timeout=120) == "warm"
-        assert engine.probe("Which is better, tea or coffee?", None, None).result(timeout=120) == "warm"
+        assert probe(question) == "warm"
+        assert probe("Which is better, tea or coffee?") == "warm"
         engine._answers[engine._key(question, None, None)] = None  # a kept ranking (its contents are not read)
-        assert engine.probe(question, None, None).result(timeout=120) == "cached"
+        assert probe(question) == "cached"
     finally:
         engine.close()

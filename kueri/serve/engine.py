@@ -16,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,9 +109,6 @@ class Engine:
         self.topics = {self.title_key(t.title): t for t in topics}
         self.progress = progress
         self.queue = PipelineQueue(max_waiting, max_wait)
-        # finds a question's expected cost while the pipeline thread ranks another (Lucene searches and reading the
-        # stores' digests are safe beside it); its own thread, as pyjnius attaches each thread to the JVM
-        self._probe = ThreadPoolExecutor(1, thread_name_prefix="kueri-probe")
         self._stores: dict[str, Any] = {}  # the encoders whose stores a probe reads (set at start)
         self._indexes: dict[Any, Any] = {}
         self._shared: dict[Any, Any] = {}
@@ -234,8 +231,6 @@ class Engine:
 
         self.queue.background(close).result()
         self.queue.shutdown()
-        self._probe.submit(detach_thread).result()
-        self._probe.shutdown()
 
     # -- questions ------------------------------------------------------------------------------
 
@@ -283,15 +278,12 @@ class Engine:
             raise BadQuestion(f"configuration {name!r} is not offered here; offered: {', '.join(self.configs)}")
         return config
 
-    def probe(self, question: str, objects: tuple[str, str] | None, config: str | None) -> Future[str]:
-        """The question's expected cost (:data:`~kueri.serve.queue.COSTS`), found on the probe thread."""
-        return self._probe.submit(self.expected_cost, question, objects, config)
-
     def expected_cost(self, question: str, objects: tuple[str, str] | None, config_name: str | None) -> str:
         """``cached`` when its ranking is cached (only passages to fill), ``warm`` when the stores hold the embeddings
         of about as many of its first stage's top candidates as its stages embed (40 of the top 100 for MiniLM and 15
         for e5 in the default's cascade, short by at most :data:`WARM_SHARE`), else ``cold``
-        (and when it cannot tell: a question that fails here fails on the pipeline thread with its message)."""
+        (and when it cannot tell: a question that fails here fails in its ranking with its message). On the pipeline
+        thread: the queue probes each question before it picks the next one to rank (:mod:`kueri.serve.queue`)."""
         from kueri.encoders import text_digest
 
         with self._lock:

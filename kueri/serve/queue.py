@@ -12,10 +12,13 @@ waits for it is taken in this order (docs/serve.md, the bounded queue):
    passages), each kind in arrival order;
 4. work that no reader waits for (embedding ahead).
 
-A question's kind is found before it is queued (``Engine.expected_cost``: its first stage's candidates, looked up
-in the embedding stores); what each kind costs is measured: each ranking moves its kind's estimate halfway towards
-what it took. A question is refused at once (:class:`Busy`, HTTP 503 with ``Retry-After``) when the questions that
-would go before it would keep it past ``max_wait`` seconds.
+A question's kind is found by its *probe* (``Engine.expected_cost``: its first stage's candidates, looked up in
+the embedding stores, a few tens of milliseconds), run on the pipeline thread too, before the next ranking starts:
+Java is used from that thread only (probes on a thread of their own beside the rankings made Lucene fail now and
+then: 3 of 2,000 questions of the soak in docs/serve.md). What each kind costs is measured: each ranking moves its
+kind's estimate halfway towards what it took. A question is refused at once (:class:`Busy`, HTTP 503 with
+``Retry-After``) when the questions that would go before it would keep it past ``max_wait`` seconds, taken as warm
+until probed; and once probed, when it is cold and the cold ones before it would keep it that long.
 """
 
 from __future__ import annotations
@@ -69,7 +72,13 @@ class _Job:
     tier: int  # 0: small work a reader waits for, 1: a question, 2: background
     order: int  # arrival
     cost: str | None = None  # a question's kind (COSTS)
+    probe: Callable[[], str] | None = None  # finds ``cost`` (then ``work`` is called with it)
     arrived: float = field(default_factory=time.monotonic)
+
+
+def _kind(job: _Job) -> str:
+    """A question's kind: probed, given, or until probed taken for warm (a question given none: cold)."""
+    return job.cost or ("warm" if job.probe is not None else "cold")
 
 
 class PipelineQueue:
@@ -118,11 +127,11 @@ class PipelineQueue:
             counts = dict.fromkeys(COSTS, 0)
             for job in self._jobs:
                 if job.tier == 1 and not job.future.cancelled():
-                    counts[job.cost or "cold"] += 1
+                    counts[_kind(job)] += 1
             return counts
 
     def _cost(self, job: _Job) -> float:
-        return self.seconds[job.cost or "cold"]
+        return self.seconds[_kind(job)]
 
     def _questions(self) -> list[_Job]:
         running = [self._running] if self._running is not None and self._running.tier == 1 else []
@@ -133,27 +142,34 @@ class PipelineQueue:
         less its own expected cost (without a limit, never)."""
         return bool(self.max_wait) and now - job.arrived + self._cost(job) >= URGENT_SHARE * self.max_wait
 
-    def _ahead(self, cost: str) -> float:
-        """Seconds of work before a new question of kind ``cost``: the one running (what is left of it), the urgent
-        ones, and those of its kind or cheaper."""
+    def _ahead(self, cost: str, job: _Job | None = None) -> float:
+        """Seconds of work before a question of kind ``cost`` (``job``, if queued already): what is left of the one
+        running, and each waiting one the pipeline thread would take first (urgent, cheaper, or of its kind and
+        earlier; for a new question, of its kind at all)."""
         now = time.monotonic()
         rank = COSTS.index(cost)
         seconds = 0.0
         if self._running is not None and self._running.tier == 1:
             seconds += max(self._cost(self._running) - (now - self._running_since), 0.0)
-        for job in self._jobs:
-            goes_before = COSTS.index(job.cost or "cold") <= rank or self.urgent(job, now)
-            if job.tier == 1 and not job.future.cancelled() and goes_before:
-                seconds += self._cost(job)
+        for other in self._jobs:
+            if other is job or other.tier != 1 or other.future.cancelled():
+                continue
+            other_rank = COSTS.index(_kind(other))
+            earlier = job is None or other.order < job.order
+            if self.urgent(other, now) or other_rank < rank or (other_rank == rank and earlier):
+                seconds += self._cost(other)
         return seconds
 
     # -- submitting --------------------------------------------------------------------------------------------
 
-    def submit(self, work: Callable[[], T], *, question: bool = False, cost: str | None = None) -> Future[T]:
+    def submit(self, work: Callable[..., T], *, question: bool = False, cost: str | None = None,
+               probe: Callable[[], str] | None = None) -> Future[T]:
         """``work`` queued on the pipeline thread; :class:`Busy` when too many wait already. A ``question`` (a
-        ranking to compute, of expected kind ``cost``: one of :data:`COSTS`, None: unknown, taken as cold) is also
-        refused at once when the work that would go before it would keep it longer than :attr:`max_wait` seconds,
-        at what each kind has cost lately (the first one always goes)."""
+        ranking to compute) of expected kind ``cost`` (one of :data:`COSTS`; None: cold), or whose kind its
+        ``probe`` finds on the pipeline thread (``work`` is then called with it), is also refused when the work that
+        would go before it would keep it longer than :attr:`max_wait` seconds, at what each kind has cost lately (the
+        first one always goes): at once, taking a question to probe for warm, and once probed, by the future's
+        :class:`Busy`."""
         if cost is not None and cost not in COSTS:
             raise ValueError(f"cost must be one of {', '.join(COSTS)}, not {cost!r}")
         with self._condition:
@@ -162,13 +178,24 @@ class PipelineQueue:
             if self._counted() >= self.max_waiting:
                 raise Busy(f"{self._counted()} questions are waiting already; try again in a moment",
                            self._retry_after())
-            if question and self._questions() and self.max_wait:
-                ahead = self._ahead(cost or "cold")
-                if ahead + self.seconds[cost or "cold"] > self.max_wait:
-                    raise Busy(f"{len(self._questions())} questions are waiting already, about {ahead:.0f} s of work "
-                               f"before this one; it would wait longer than {self.max_wait:.0f} s: try again later",
-                               self._retry_after())
-            return self._queue(work, 1 if question else 0, cost if question else None)
+            if question:
+                refused = self._refusal(cost or ("warm" if probe else "cold"))
+                if refused is not None:
+                    raise refused
+            job = self._queue(work, 1 if question else 0, cost if question else None)
+            job.probe = probe if question else None
+            return job.future
+
+    def _refusal(self, cost: str, job: _Job | None = None) -> Busy | None:
+        """Why a question of kind ``cost`` (``job``, if queued already) would wait too long (None: it would not)."""
+        questions = [other for other in self._questions() if other is not job]
+        if not questions or not self.max_wait:
+            return None
+        ahead = self._ahead(cost, job)
+        if ahead + self.seconds[cost] <= self.max_wait:
+            return None
+        return Busy(f"{len(questions)} questions are waiting already, about {ahead:.0f} s of work before this one; "
+                    f"it would wait longer than {self.max_wait:.0f} s: try again later", self._retry_after())
 
     def background(self, work: Callable[[], T]) -> Future[T]:
         """``work`` that no reader waits for (embedding ahead, closing) on the pipeline thread: neither counted nor
@@ -176,13 +203,13 @@ class PipelineQueue:
         with self._condition:
             if self._stopping:
                 raise RuntimeError("the pipeline queue is shut down")
-            return self._queue(work, 2, None)
+            return self._queue(work, 2, None).future
 
-    def _queue(self, work: Callable[[], T], tier: int, cost: str | None) -> Future[T]:
-        future: Future[T] = Future()
-        self._jobs.append(_Job(work, future, tier, next(self._arrivals), cost))
+    def _queue(self, work: Callable[..., Any], tier: int, cost: str | None) -> _Job:
+        job = _Job(work, Future(), tier, next(self._arrivals), cost)
+        self._jobs.append(job)
         self._condition.notify()
-        return future
+        return job
 
     def retry_after(self) -> int:
         """Seconds until the questions waiting now are likely answered (for ``Retry-After``)."""
@@ -203,7 +230,7 @@ class PipelineQueue:
                 return (0 if job.tier == 0 else 3, 0, 0, job.order)
             if self.urgent(job, now):
                 return (1, 0, 0, job.order)
-            return (2, COSTS.index(job.cost or "cold"), 0, job.order)
+            return (2, COSTS.index(_kind(job)), 0, job.order)
 
         job = min(self._jobs, key=key)
         self._jobs.remove(job)
@@ -216,12 +243,19 @@ class PipelineQueue:
                     self._condition.wait()
                 if not self._jobs:
                     return
-                job = self._next()
-                if not job.future.set_running_or_notify_cancel():  # cancelled while it waited
+                # probes first (a few tens of milliseconds each), so the next ranking is picked knowing every kind
+                unprobed = [job for job in self._jobs if job.probe is not None and job.cost is None
+                            and not job.future.cancelled()]
+                job = unprobed[0] if unprobed else self._next()
+                if not unprobed and not job.future.set_running_or_notify_cancel():  # cancelled while it waited
                     continue
-                self._running, self._running_since = job, time.monotonic()
+                if not unprobed:
+                    self._running, self._running_since = job, time.monotonic()
+            if unprobed:
+                self._probe(job)
+                continue
             try:
-                result = job.work()
+                result = job.work(job.cost) if job.probe is not None else job.work()
             except BaseException as exc:  # noqa: BLE001 - the reader gets the failure, the thread goes on
                 job.future.set_exception(exc)
             else:
@@ -229,6 +263,21 @@ class PipelineQueue:
             finally:
                 with self._condition:
                     self._running = None
+
+    def _probe(self, job: _Job) -> None:
+        """Find a queued question's kind (on this thread); refuse it when, cold, it would wait too long."""
+        assert job.probe is not None
+        try:
+            cost = job.probe()
+        except Exception:  # noqa: BLE001 - an estimate only: the ranking reports what is wrong
+            cost = "cold"
+        with self._condition:
+            job.cost = cost if cost in COSTS else "cold"
+            refused = self._refusal(job.cost, job)
+            if refused is not None and job in self._jobs:
+                self._jobs.remove(job)
+        if refused is not None and job.future.set_running_or_notify_cancel():
+            job.future.set_exception(refused)
 
     def measured(self, seconds: float, cost: str = "cold") -> None:
         """A ranking of kind ``cost`` took ``seconds``: that kind's expected cost moves halfway towards it (costs

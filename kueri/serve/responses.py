@@ -28,10 +28,10 @@ async def answer(engine: Engine, question: str, objects: tuple[str, str] | None,
     cached = engine.cached(question, objects, config, k, aspect)
     if cached is not None:
         return cached
-    # its expected cost (cached, warm or cold) orders it in the queue: found beside the ranking running now
-    cost = await asyncio.wrap_future(engine.probe(question, objects, config))
-    future = engine.queue.submit(lambda: engine.ask(question, objects, config, k, aspect, cost), question=True,
-                                 cost=cost)
+    # its expected cost (cached, warm or cold) orders it in the queue: probed on the pipeline thread before the next
+    # ranking starts (Java is used from that thread only)
+    future = engine.queue.submit(lambda cost: engine.ask(question, objects, config, k, aspect, cost), question=True,
+                                 probe=lambda: engine.expected_cost(question, objects, config))
     try:
         return await asyncio.wait_for(asyncio.wrap_future(future), engine.queue.max_wait or None)
     except TimeoutError:
