@@ -64,6 +64,24 @@ def file_lock(path: str | Path, what: str, timeout: float | None = None) -> Iter
         os.close(fd)  # releases the lock
 
 
+@contextlib.contextmanager
+def try_file_lock(path: str | Path) -> Iterator[bool]:
+    """The exclusive lock ``path`` if no other process holds it (True, held for the block), without waiting
+    (False): for work that another process holding the lock will do anyway."""
+    lock = Path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def writable_folder(path: str | Path, what: str) -> Path:
     """``path`` as a folder this process can write in, created if missing; else one clear line (exit 3).
 

@@ -110,6 +110,15 @@ def verify(entry: Entry) -> Entry:
     return entry
 
 
+def compact(workdir: str | Path) -> list[tuple[Path, tuple[int, int, int] | None]]:
+    """Each embeddings store of the work folder compacted (``kueri cache compact``): its chunk files before and
+    after, and its passages (None: a store without a whole chunk)."""
+    from kueri.encoders.store import compact_store
+
+    return [(entry.path, compact_store(entry.path)) for entry in entries(workdir)
+            if entry.kind == "embeddings" and entry.path.is_dir()]
+
+
 @contextlib.contextmanager
 def _unless_busy(entry: Entry) -> Iterator[bool]:
     """Whether no process holds the entry's lock (held for the block), without waiting."""

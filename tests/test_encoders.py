@@ -252,3 +252,168 @@ def test_after_kueri_embed_a_new_question_to_serve_embeds_no_passage(tmp_path, c
         assert {name: encoder.embedded for name, encoder in stored.items()} == dict.fromkeys(ENCODERS, 0)
     finally:
         engine.close()
+
+
+# -- compaction: a bounded number of chunk files, the same bytes, safe against readers, writers and kills -------
+
+DIMENSION = 8
+
+
+def vector_of(i: int) -> np.ndarray:
+    """Passage i's vector: random-looking bits, the same in every process."""
+    return np.random.default_rng(i).standard_normal(DIMENSION).astype(np.float32)
+
+
+def digest_of(i: int) -> bytes:
+    return text_digest(f"passage {i}")
+
+
+def append_passages(store: EmbeddingStore, numbers: list[int]) -> None:
+    with store.lock():
+        store.refresh()
+        store.append([digest_of(i) for i in numbers], np.array([vector_of(i) for i in numbers]))
+
+
+def chunk_files(path: Path) -> list[Path]:
+    return sorted(path.glob("chunk-*.emb"))
+
+
+def assert_every_vector(path: Path, count: int) -> EmbeddingStore:
+    store = EmbeddingStore(path, DIMENSION)
+    assert len(store) == count
+    wanted = [digest_of(i) for i in range(count)]
+    assert store.vectors(wanted).tobytes() == np.array([vector_of(i) for i in range(count)]).tobytes()
+    return store
+
+
+def test_compaction_bounds_the_chunk_files_and_keeps_every_vector_byte_for_byte(tmp_path, monkeypatch):
+    from kueri.encoders import store as module
+
+    monkeypatch.setattr(module, "COMPACT_PASSAGES", 40)  # small, so that merged chunks fill up here
+    path = tmp_path / "embeddings-test"
+    store = EmbeddingStore(path, DIMENSION)
+    added = 0
+    for step in range(300):  # a question or two's new passages at a time, as kueri serve appends them
+        size = 1 + step % 3
+        append_passages(store, list(range(added, added + size)))
+        added += size
+        assert len(chunk_files(path)) <= module.SMALL_CHUNKS + added // 40, step
+        assert store.chunk_files() == len(chunk_files(path)) and len(store) == added
+    assert store.vectors([digest_of(i) for i in range(added)]).tobytes() == \
+        np.array([vector_of(i) for i in range(added)]).tobytes()
+    assert_every_vector(path, added)  # a fresh process reads the same
+    assert not list(path.glob(".*.tmp"))
+
+
+def test_a_store_of_many_small_chunks_is_compacted_when_opened_and_by_kueri_cache_compact(tmp_path, monkeypatch):
+    from kueri.encoders import store as module
+
+    path = tmp_path / "embeddings-test"
+    monkeypatch.setattr(module, "SMALL_CHUNKS", 1000)  # as an older kueri left it: one chunk per append
+    store = EmbeddingStore(path, DIMENSION)
+    for i in range(60):
+        append_passages(store, [i])
+    assert len(chunk_files(path)) == 60
+    monkeypatch.undo()
+    assert assert_every_vector(path, 60).chunk_files() == 1  # opening it merged them
+    assert len(chunk_files(path)) == 1
+    for i in range(60, 63):
+        append_passages(EmbeddingStore(path, DIMENSION), [i])
+    assert len(chunk_files(path)) == 4  # under the threshold: left alone until kueri cache compact
+    result = subprocess.run([sys.executable, "-m", "kueri", "cache", "compact", "--workdir", str(tmp_path)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "embeddings-test: 4 chunk files -> 1 (63 passages)" in result.stdout
+    assert len(chunk_files(path)) == 1
+    assert_every_vector(path, 63)
+
+
+COMPACT_KILLED = textwrap.dedent("""
+    import os, signal, sys
+    from kueri.encoders import store
+
+    store.COMPACT_PASSAGES = 256
+    steps = [0]
+    kill_at = int(sys.argv[2])
+
+    def killing(real):
+        def step(*args, **kwargs):
+            if steps[0] == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)  # no chance to clean up
+            steps[0] += 1
+            return real(*args, **kwargs)
+        return step
+
+    os.replace, os.unlink = killing(os.replace), killing(os.unlink)  # each rename of a merged chunk, each removal
+    store.EmbeddingStore(sys.argv[1], 8)  # 20 small chunks: opening it compacts them
+    print(steps[0])
+""")
+
+
+@pytest.mark.parametrize("kill_at", [0, 1, 2, 3, 4, 11, 22, 99])
+def test_a_compaction_killed_at_any_step_loses_nothing_and_the_next_one_finishes_it(tmp_path, monkeypatch, kill_at):
+    """20 chunks of 30 passages merged into 256, 256 and 88 (3 renames, then 20 removals): killed before each of
+    the first renames, between them, among the removals; or not at all (99)."""
+    from kueri.encoders import store as module
+
+    path = tmp_path / "embeddings-test"
+    monkeypatch.setattr(module, "SMALL_CHUNKS", 1000)
+    store = EmbeddingStore(path, DIMENSION)
+    for start in range(0, 600, 30):
+        append_passages(store, list(range(start, start + 30)))
+    monkeypatch.undo()
+    result = subprocess.run([sys.executable, "-c", COMPACT_KILLED, str(path), str(kill_at)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert result.returncode == (0 if kill_at == 99 else -signal.SIGKILL), result.stderr
+    assert "Traceback" not in result.stderr
+    if kill_at == 99:
+        assert int(result.stdout) == 23 and len(chunk_files(path)) == 3
+    assert len(list(path.glob(".chunk-*.tmp"))) == (kill_at < 3)  # a merged chunk killed before its rename
+    monkeypatch.setattr(module, "COMPACT_PASSAGES", 256)
+    store = assert_every_vector(path, 600)  # every passage, its own bytes, whatever the kill left
+    with store.lock():
+        store.refresh()
+        store.compact(everything=True)
+    assert len(chunk_files(path)) <= 3  # 256, 256 and 88 again (a kill after the renames leaves bigger copies)
+    assert not list(path.glob(".chunk-*.tmp"))  # the next compaction removes what the killed one left
+    assert_every_vector(path, 600)
+
+
+CONCURRENT_WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from kueri.encoders import store
+    from kueri.encoders.store import text_digest
+
+    store.COMPACT_PASSAGES, store.SMALL_CHUNKS = 20, 4  # compact often
+    first, count = int(sys.argv[2]), int(sys.argv[3])
+    for i in range(first, first + count):  # one passage per append, each under the lock
+        opened = store.EmbeddingStore(sys.argv[1], 8) if i % 25 == 0 else opened
+        with opened.lock():
+            opened.refresh()
+            opened.append([text_digest(f"passage {i}")], np.random.default_rng(i).standard_normal((1, 8)).astype(
+                np.float32))
+""")
+
+
+def test_readers_and_writers_stay_right_while_other_processes_compact(tmp_path):
+    """Two processes append one passage at a time and compact every few appends; this one reads all the while."""
+    path = tmp_path / "embeddings-test"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    writers = [subprocess.Popen([sys.executable, "-c", CONCURRENT_WRITER, str(path), str(first), "150"], cwd=ROOT,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for first in (0, 150)]
+    reader = EmbeddingStore(path, DIMENSION)
+    reads = 0
+    while any(writer.poll() is None for writer in writers):
+        reader.refresh()
+        known = [i for i in range(300) if digest_of(i) in reader]
+        got = reader.vectors([digest_of(i) for i in known])  # some chunks may be merged away meanwhile
+        assert got.tobytes() == np.array([vector_of(i) for i in known], dtype=np.float32).reshape(-1, 8).tobytes()
+        reads += bool(known)
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0 and "Traceback" not in err, err
+    assert reads > 5, "the writers finished before the reader read"
+    assert_every_vector(path, 300)
+    assert len(chunk_files(path)) <= 4 + 1 + 300 // 20

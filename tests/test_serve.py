@@ -382,27 +382,34 @@ def test_an_answer_downloads_as_json_and_as_a_touche_run_file(served, default_ti
 
 
 def test_a_feedback_click_is_appended_to_the_work_folders_file(served, default_tira_run):
+    """A judgment names an answer the server gave and a passage it showed; the server writes what was shown."""
     path = default_tira_run.workdir / "feedback.jsonl"
     before = path.read_text().splitlines() if path.exists() else []
-    form = urllib.parse.urlencode({"q": "Which is better, Canon or Nikon?", "id": "p-1", "rank": "1",
-                                   "useful": "yes", "first": "Canon", "second": "Nikon", "config": "default",
+    status, answer = search(served, q="Which is better, Canon or Nikon?", k=5)
+    assert status == 200 and re.fullmatch("[0-9a-f]{16}", answer["answer_id"])
+    first, third = answer["passages"][0], answer["passages"][2]
+    form = urllib.parse.urlencode({"answer": answer["answer_id"], "id": first["id"], "useful": "yes",
                                    "back": "/?q=Canon#p1"}).encode()
     status, headers, _ = get_with_headers(served.url + "api/feedback", data=form)
     assert status == 303 and headers["location"] == "/?q=Canon#p1"
     status, _, body = get_with_headers(served.url + "api/feedback", data=json.dumps(
-        {"question": "Is tea healthier than coffee?", "passage": "p-2", "useful": False}).encode(),
+        {"answer": answer["answer_id"], "passage": third["id"], "useful": False}).encode(),
         headers={"Content-Type": "application/json"})
     assert status == 200 and json.loads(body) == {"recorded": True}
     lines = [json.loads(line) for line in path.read_text().splitlines()[len(before):]]
-    assert [(j["passage"], j["useful"], j["objects"]) for j in lines] == [("p-1", True, ["Canon", "Nikon"]),
-                                                                           ("p-2", False, None)]
-    for data, kind, message in [(b'{"useful": true}', "application/json", "name the question"),
-                                (b'{"question": "q", "passage": "p", "useful": "yes"}', "application/json",
-                                 "useful must be true or false"),
+    assert [(j["passage"], j["rank"], j["stance"], j["relevance"], j["useful"], j["objects"]) for j in lines] == [
+        (first["id"], 1, first["stance"], first["relevance"], True, ["Canon", "Nikon"]),
+        (third["id"], 3, third["stance"], third["relevance"], False, ["Canon", "Nikon"])]
+    assert all(j["question"] == "Which is better, Canon or Nikon?" and j["config"] == "default" for j in lines)
+    for data, kind, message in [(b'{"useful": true}', "application/json", "name the answer"),
+                                (json.dumps({"answer": answer["answer_id"], "passage": "clueweb12-nowhere___1",
+                                             "useful": True}).encode(), "application/json", "was not shown in answer"),
+                                (b'{"answer": "0000000000000000", "passage": "p", "useful": true}',
+                                 "application/json", "is not one this server gave"),
                                 (b"not json", "application/json", "not valid JSON"),
-                                (b"q=x&id=p&useful=maybe", "application/x-www-form-urlencoded", "yes or no"),
+                                (b"answer=x&id=p&useful=maybe", "application/x-www-form-urlencoded", "yes or no"),
                                 (b"x", "text/plain", "application/json or a form"),
-                                (b"q=" + b"x" * 20_000, "application/x-www-form-urlencoded", "larger than 10 kB")]:
+                                (b"id=" + b"x" * 20_000, "application/x-www-form-urlencoded", "larger than 10 kB")]:
         status, _, body = get_with_headers(served.url + "api/feedback", data=data, headers={"Content-Type": kind})
         assert status in (400, 413) and message in json.loads(body)["error"], (data[:30], body)
     assert len(path.read_text().splitlines()) == len(before) + 2
@@ -580,8 +587,9 @@ def test_in_chromium_an_export_and_a_feedback_click(served, browser, default_tir
     lines = path.read_text().splitlines()
     assert len(lines) == before + 1
     judgment = json.loads(lines[-1])
-    assert (judgment["question"], judgment["passage"], judgment["useful"]) == ("Which is better, Canon or Nikon?",
-                                                                            passage_id, True)
+    # the server fills in the rank it showed: the card's (the page's columns put a side's passages together)
+    assert (judgment["question"], judgment["passage"], judgment["rank"], judgment["useful"]) == (
+        "Which is better, Canon or Nikon?", passage_id, int(card_id.removeprefix("p")), True)
 
 
 def test_in_chromium_a_question_the_corpus_cannot_answer(served, browser):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import socket
 import sys
+import urllib.parse
 
 import pytest
 
 from kueri.config import get_config
-from kueri.serve.answer import Passage, Verdict
+from kueri.serve.answer import Answer, Passage, Verdict
 from kueri.serve.checks import MAX_QUESTION, BadQuestion, check_text, parse_objects
 from kueri.serve.engine import without_objects
 from kueri.serve.links import SourceLinks, chatnoir_url
@@ -138,7 +140,100 @@ def test_a_question_the_queue_would_keep_too_long_is_refused_at_once(idle_engine
     release.set()
     assert first.result(timeout=30) is True and second.result(timeout=30) == 2 and other.result(timeout=30)
     assert idle_engine.queue.submit(lambda: 4, question=True).result(timeout=30) == 4  # the queue drained
-    assert idle_engine.queue._questions_waiting == 0
+    assert idle_engine.queue.waiting == 0 and idle_engine.queue.waiting_by_cost() == {"cached": 0, "warm": 0, "cold": 0}
+
+
+def test_a_warm_question_goes_before_the_cold_ones_that_wait(idle_engine):
+    """One cold question runs and seven wait: a warm one asked then is answered before the seven, and a cached
+    ranking (only passages to fill) before that; /api/health says how many of each wait."""
+    import threading
+
+    queue = idle_engine.queue
+    queue.max_wait = 600  # not overloaded: every one is admitted
+    queue.seconds.update(cached=0.1, warm=0.5, cold=10.0)
+    release, started, answered = threading.Event(), threading.Event(), []
+    running = queue.submit(lambda: started.set() or release.wait(30), question=True, cost="cold")
+    started.wait(30)
+    cold = [queue.submit(lambda i=i: answered.append(f"cold {i}"), question=True, cost="cold") for i in range(7)]
+    warm = queue.submit(lambda: answered.append("warm"), question=True, cost="warm")
+    cached = queue.submit(lambda: answered.append("cached"), question=True, cost="cached")
+    health = idle_engine.health()
+    assert health["waiting_by_cost"] == {"cached": 1, "warm": 1, "cold": 7} and health["waiting"] == 10
+    assert health["seconds_by_cost"] == {"cached": 0.1, "warm": 0.5, "cold": 10.0}
+    release.set()
+    for future in [running, *cold, warm, cached]:
+        future.result(timeout=30)
+    assert answered == ["cached", "warm", *(f"cold {i}" for i in range(7))]
+
+
+def test_questions_are_probed_on_the_pipeline_thread_before_the_next_ranking(idle_engine):
+    """A question's kind is found by its probe, on the pipeline thread once the running ranking is done (Java is
+    used from that thread only); a warm one then goes first, and a cold one that would wait too long is refused
+    with a 503 (its future's Busy) once probed."""
+    import threading
+
+    from kueri.serve.queue import Busy
+
+    queue = idle_engine.queue  # max_wait 25
+    queue.seconds.update(warm=0.5, cold=10.0)
+    release, started, answered, probed_on = threading.Event(), threading.Event(), [], set()
+    running = queue.submit(lambda: started.set() or release.wait(30), question=True, cost="cold")
+    started.wait(30)
+
+    def probe(kind: str):
+        return lambda: probed_on.add(threading.current_thread().name) or kind
+
+    cold = [queue.submit(lambda cost, i=i: answered.append((f"cold {i}", cost)), question=True, probe=probe("cold"))
+            for i in range(2)]
+    warm = queue.submit(lambda cost: answered.append(("warm", cost)), question=True, probe=probe("warm"))
+    late = queue.submit(lambda cost: answered.append(("late", cost)), question=True, probe=probe("cold"))
+    assert queue.waiting_by_cost() == {"cached": 0, "warm": 4, "cold": 0}  # taken for warm until probed
+    release.set()
+    running.result(timeout=30)
+    assert [future.result(timeout=30) for future in [*cold, warm]] == [None, None, None]
+    with pytest.raises(Busy, match="would wait longer than 25 s"):  # two cold before it (20 s), its own 10 s
+        late.result(timeout=30)
+    assert answered == [("warm", "warm"), ("cold 0", "cold"), ("cold 1", "cold")]
+    assert probed_on == {"kueri-pipeline"}
+
+
+def test_a_cold_question_that_waited_long_goes_before_newer_warm_ones(idle_engine):
+    """No starvation: a question that has waited half the limit less its own cost goes first, oldest first."""
+    import threading
+    import time
+
+    queue = idle_engine.queue
+    queue.max_wait = 4.0
+    queue.seconds.update(warm=0.1, cold=1.0)
+    release, started, answered = threading.Event(), threading.Event(), []
+    running = queue.submit(lambda: started.set() or release.wait(30), question=True, cost="warm")
+    started.wait(30)
+    cold = queue.submit(lambda: answered.append("cold"), question=True, cost="cold")
+    time.sleep(1.1)  # the cold one has waited 1.1 s: with its own 1 s, past half the 4 s limit
+    warm = [queue.submit(lambda i=i: answered.append(f"warm {i}"), question=True, cost="warm") for i in range(3)]
+    release.set()
+    for future in [running, cold, *warm]:
+        future.result(timeout=30)
+    assert answered == ["cold", "warm 0", "warm 1", "warm 2"]
+
+
+def test_the_admission_counts_only_the_work_that_goes_before(idle_engine):
+    """With a cold question running and cold ones waiting up to the limit, a warm question is still admitted (it goes
+    before them), a cold one is not."""
+    import threading
+
+    from kueri.serve.queue import Busy
+
+    queue = idle_engine.queue  # max_wait 25
+    queue.seconds.update(warm=0.5, cold=10.0)
+    release = threading.Event()
+    futures = [queue.submit(lambda: release.wait(30), question=True, cost="cold"),
+               queue.submit(lambda: 1, question=True, cost="cold")]  # 10 s running, 10 waiting
+    with pytest.raises(Busy, match="would wait longer than 25 s"):
+        queue.submit(lambda: 2, question=True, cost="cold")
+    futures.append(queue.submit(lambda: 3, question=True, cost="warm"))
+    release.set()
+    assert [future.result(timeout=30) for future in futures][1:] == [1, 3]
 
 
 def test_the_cost_a_question_is_expected_to_take_follows_the_measured_ones(idle_engine):
@@ -152,6 +247,9 @@ def test_the_cost_a_question_is_expected_to_take_follows_the_measured_ones(idle_
     assert idle_engine.queue.question_seconds == 8.0
     idle_engine.queue.measured(2.0)
     assert idle_engine.queue.question_seconds == 5.0
+    idle_engine.queue.measured(0.3, "warm")  # each kind has its own estimate
+    assert idle_engine.queue.seconds["warm"] == 0.4 and idle_engine.queue.question_seconds == 5.0
+    assert idle_engine.health()["measured_costs"] == ["cold", "warm"]
 
 
 def test_evidence_is_weak_when_none_of_the_top_passages_reaches_the_threshold():
@@ -179,18 +277,103 @@ def test_a_summary_takes_each_sides_best_sentences_from_its_own_passages():
 
 
 def test_feedback_lines_are_whole_json_even_after_a_torn_line(tmp_path):
-    from kueri.serve.feedback import FeedbackLog, Judgment
+    from kueri.serve.feedback import JsonLines
 
-    log = FeedbackLog(tmp_path / "feedback.jsonl")
-    log.record(Judgment("Is tea better than coffee?", ["tea", "coffee"], "default", "p1", 1, True))
+    lines = JsonLines(tmp_path / "feedback.jsonl", 10_000, 2)
+    lines.append({"passage": "p1", "useful": True})
     with (tmp_path / "feedback.jsonl").open("a") as handle:
         handle.write('{"question": "torn by a cra')  # a crash in the middle of a write
-    log.record(Judgment("Is tea better than coffee?", None, "default", "p2", None, False))
-    lines = (tmp_path / "feedback.jsonl").read_text().splitlines()
-    assert len(lines) == 3
-    first, last = json.loads(lines[0]), json.loads(lines[2])
-    assert first["passage"] == "p1" and first["useful"] is True and first["objects"] == ["tea", "coffee"]
-    assert last["passage"] == "p2" and last["useful"] is False and last["time"].endswith("Z")
+    lines.append({"passage": "p2", "useful": False})
+    written = (tmp_path / "feedback.jsonl").read_text().splitlines()
+    assert len(written) == 3 and json.loads(written[0])["passage"] == "p1" and json.loads(written[2])["passage"] == "p2"
+
+
+def shown_answer(question: str = "Is tea better than coffee?", k: int = 3) -> Answer:
+    """An answer as the engine makes them, for the feedback's checks (its ranking is not what they test)."""
+    passages = [Passage(rank, f"clueweb12-00{rank}___1", ("FIRST", "SECOND", "NO")[rank % 3], 3.0 / rank,
+                        0.25 * rank if rank != 2 else None, "text", None, ()) for rank in range(1, k + 1)]
+    return Answer(question, ("tea", "coffee"), "extracted", None, "default", "the default", 1000, passages,
+                  Verdict.of(passages), 0.4)
+
+
+def test_an_answer_id_names_what_was_shown_and_stays_valid_across_a_restart(tmp_path):
+    from kueri.serve.feedback import FeedbackLog
+
+    log = FeedbackLog(tmp_path)
+    first = log.answered(shown_answer())
+    assert re.fullmatch("[0-9a-f]{16}", first) and log.answered(shown_answer()) == first  # the same answer, one id
+    other = log.answered(shown_answer(k=2))  # another answer (fewer passages shown): another id
+    assert other != first and len((tmp_path / "answers.jsonl").read_text().splitlines()) == 2
+    restarted = FeedbackLog(tmp_path)  # a new server on the work folder
+    line = restarted.record({"answer": first, "passage": "clueweb12-002___1", "useful": False})
+    assert {k: v for k, v in line.items() if k not in ("time", "answered")} == {
+        "answer": first, "question": "Is tea better than coffee?", "objects": ["tea", "coffee"],
+        "objects_from": "extracted", "topic": None, "config": "default", "aspect": None, "shown": 3,
+        "passage": "clueweb12-002___1", "rank": 2, "stance": "NO", "relevance": 1.5, "quality": None, "useful": False}
+    assert json.loads((tmp_path / "feedback.jsonl").read_text()) == line
+    assert restarted.answered(shown_answer()) == first  # known from the file: not written again
+    assert len((tmp_path / "answers.jsonl").read_text().splitlines()) == 2
+
+
+def test_the_answers_and_feedback_files_are_rotated_by_size(tmp_path):
+    from kueri.serve.feedback import FEEDBACK_KEPT, BadFeedback, FeedbackLog
+
+    log = FeedbackLog(tmp_path, feedback_bytes=2_000, answers_bytes=3_000)
+    ids = [log.answered(shown_answer(f"Is tea better than coffee, take {i}?")) for i in range(40)]
+    assert sorted(p.name for p in tmp_path.glob("answers*.jsonl")) == ["answers.1.jsonl", "answers.jsonl"]
+    assert all(p.stat().st_size <= 3_000 for p in tmp_path.glob("answers*.jsonl"))
+    for i in range(60):  # the last answers can be judged; the first ones are rotated out
+        log.record({"answer": ids[-1 - i % 3], "passage": "clueweb12-001___1", "useful": True})
+    with pytest.raises(BadFeedback, match=f"answer {ids[0]} is not one this server gave"):
+        log.record({"answer": ids[0], "passage": "clueweb12-001___1", "useful": True})
+    feedback = sorted(p.name for p in tmp_path.glob("feedback*.jsonl"))
+    assert len(feedback) == 1 + FEEDBACK_KEPT and all(p.stat().st_size <= 2_000 for p in tmp_path.glob("feedback*"))
+    assert all(json.loads(line)["rank"] == 1 for p in tmp_path.glob("feedback*.jsonl")
+               for line in p.read_text().splitlines())
+
+
+def asgi_post(app, path: str, body: bytes, kind: str) -> tuple[int, dict[str, str], bytes]:
+    return asgi_get(app, path, method="POST", body=body, headers=[(b"content-type", kind.encode())])
+
+
+def test_junk_feedback_is_a_400_and_a_real_one_is_recorded_with_what_was_shown(idle_engine, tmp_path):
+    pytest.importorskip("starlette", reason="kueri serve needs the serve extra: pip install 'kueri[serve]'")
+    from kueri.serve.app import create_app
+    from kueri.serve.feedback import FeedbackLog
+
+    log = FeedbackLog(tmp_path / "work")
+    app = create_app(idle_engine, log)
+    given = log.answered(shown_answer())  # as /api/search does before it answers
+    junk = [(b'{"answer": "0123456789abcdef", "passage": "clueweb12-001___1", "useful": true}', "application/json",
+             "answer 0123456789abcdef is not one this server gave"),
+            (b'{"answer": "%s", "passage": "clueweb12-999___1", "useful": true}' % given.encode(), "application/json",
+             f"passage 'clueweb12-999___1' was not shown in answer {given}"),
+            (b'{"question": "Is tea better?", "passage": "p", "useful": true}', "application/json",
+             "unknown field(s) question; known: answer, passage, useful"),
+            (b'{"passage": "clueweb12-001___1", "useful": true}', "application/json", "name the answer"),
+            (b'{"answer": "%s", "useful": true}' % given.encode(), "application/json", "name the passage"),
+            (b'{"answer": "%s", "passage": "p", "useful": "yes"}' % given.encode(), "application/json",
+             "useful must be true or false"),
+            (b"not json", "application/json", "not valid JSON"),
+            (b"answer=x&id=p&useful=maybe", "application/x-www-form-urlencoded", "yes or no"),
+            (b"answer=x&id=p&useful=yes&rank=1", "application/x-www-form-urlencoded", "unknown field(s) rank"),
+            (b"x", "text/plain", "application/json or a form"),
+            (b"id=" + b"x" * 20_000, "application/x-www-form-urlencoded", "larger than 10 kB")]
+    for body, kind, message in junk:
+        status, _, answer = asgi_post(app, "/api/feedback", body, kind)
+        assert status in (400, 413) and message in json.loads(answer)["error"], (body[:40], answer)
+        assert "\n" not in json.loads(answer)["error"]
+    assert not (tmp_path / "work" / "feedback.jsonl").exists()
+    form = urllib.parse.urlencode({"answer": given, "id": "clueweb12-003___1", "useful": "yes", "back": "/?q=tea#p3"})
+    status, headers, _ = asgi_post(app, "/api/feedback", form.encode(), "application/x-www-form-urlencoded")
+    assert status == 303 and headers["location"] == "/?q=tea#p3"
+    status, _, body = asgi_post(app, "/api/feedback", json.dumps({"answer": given, "passage": "clueweb12-001___1",
+                                                                   "useful": False}).encode(), "application/json")
+    assert status == 200 and json.loads(body) == {"recorded": True}
+    lines = [json.loads(line) for line in (tmp_path / "work" / "feedback.jsonl").read_text().splitlines()]
+    assert [(j["passage"], j["rank"], j["stance"], j["relevance"], j["quality"], j["useful"]) for j in lines] == [
+        ("clueweb12-003___1", 3, "FIRST", 1.0, 0.75, True), ("clueweb12-001___1", 1, "SECOND", 3.0, 0.25, False)]
+    assert all(j["question"] == "Is tea better than coffee?" and j["config"] == "default" for j in lines)
 
 
 def test_the_openapi_document_is_valid_and_lists_every_route(idle_engine):
@@ -226,20 +409,21 @@ def test_the_command_refuses_a_wait_limit_that_is_not_positive(tmp_path):
     assert result.stderr.strip() == "kueri: error: --max-wait must be a positive number of seconds, not 0"
 
 
-def asgi_get(app, path: str, query: str = "") -> tuple[int, dict[str, str], bytes]:
-    """One GET through the ASGI application itself (no server, no client library): status, headers, body."""
+def asgi_get(app, path: str, query: str = "", method: str = "GET", body: bytes = b"",
+             headers: list[tuple[bytes, bytes]] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One request through the ASGI application itself (no server, no client library): status, headers, body."""
     import asyncio
 
     sent: list[dict] = []
 
     async def receive() -> dict:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message: dict) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-             "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": [],
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": headers or [],
              "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "root_path": ""}
     asyncio.run(app(scope, receive, send))
     start = next(m for m in sent if m["type"] == "http.response.start")
@@ -255,16 +439,18 @@ def test_a_full_queue_answers_503_with_retry_after_and_still_answers_bad_request
 
     app = create_app(idle_engine)
     release = threading.Event()
-    idle_engine.queue.question_seconds = 20.0
-    busy = [idle_engine.queue.submit(lambda: release.wait(30), question=True)]  # running: 20 s
+    # a cold question running, expected to take 30 s: even a warm question (what one not yet probed is taken for)
+    # would wait past the limit
+    idle_engine.queue.question_seconds = 30.0
+    busy = [idle_engine.queue.submit(lambda: release.wait(30), question=True)]
     try:
         status, headers, body = asgi_get(app, "/api/search", "q=Which+is+better%2C+tea+or+coffee%3F")
-        assert status == 503 and headers["retry-after"] == "20" and b"would wait longer than 25 s" in body
+        assert status == 503 and headers["retry-after"] == "30" and b"would wait longer than 25 s" in body
         assert "default-src 'self'" in headers["content-security-policy"]
         status, headers, body = asgi_get(app, "/", "q=Which+is+better%2C+tea+or+coffee%3F")
-        assert status == 503 and headers["retry-after"] == "20" and b'role="alert"' in body
+        assert status == 503 and headers["retry-after"] == "30" and b'role="alert"' in body
         status, headers, body = asgi_get(app, "/v1/indexes/default/search", "query=tea+or+coffee")
-        assert status == 503 and headers["retry-after"] == "20" and json.loads(body)["detail"]
+        assert status == 503 and headers["retry-after"] == "30" and json.loads(body)["detail"]
         status, _, body = asgi_get(app, "/api/search", "q=")  # a bad request is answered at once
         assert status == 400 and json.loads(body)["error"] == "the question is empty"
     finally:
@@ -334,3 +520,44 @@ def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
     assert set(sentences) == set(ids) and any(sentences.values())
     assert labelling_stage(get_config("row-15"), "stance") is None
     assert shown_quality(get_config("default")).source == "offline"
+
+
+def test_a_questions_expected_cost_is_found_from_its_candidates_in_the_stores(tmp_path):
+    """On a real index of 40 passages: cold while the stores lack its first stage's candidates, warm once they hold
+    them (random vectors: the probe reads only the digests), cached once its ranking is kept."""
+    import gzip
+
+    import numpy as np
+
+    from kueri.encoders import text_digest
+    from kueri.serve.engine import Engine
+
+    corpus = tmp_path / "small.jsonl"
+    with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
+        corpus.write_text("".join(line for _, line in zip(range(40), handle, strict=False)), encoding="utf-8")
+    engine = Engine(corpus=corpus, workdir=tmp_path / "work")
+    try:
+        engine.queue.submit(engine._open).result()
+        engine._stores = engine.queue.submit(engine._stored_encoders).result()  # as the start does (no model loaded)
+        engine.ready = True
+
+        def probe(question: str) -> str:  # on the pipeline thread, as the queue probes
+            return engine.queue.submit(lambda: engine.expected_cost(question, None, None)).result(timeout=120)
+
+        question = "Which is better, a laptop or a desktop?"
+        assert sorted(engine._stores) == ["e5", "minilm"]
+        second = next(stage for stage in get_config("default").stages() if stage.name == "second-stage")
+        assert second.embedded_depths(100) == {"minilm": 40, "e5": 15}  # the cascade's: what a probe looks up
+        assert probe(question) == "cold"
+        index = engine._any_index()
+        digests = [text_digest(text) for text in index.contents(range(len(index)))]
+        for encoder in engine._stores.values():
+            with encoder.store.lock():
+                encoder.store.refresh()
+                encoder.store.append(digests, np.ones((len(digests), encoder.dimension), dtype=np.float32))
+        assert probe(question) == "warm"
+        assert probe("Which is better, tea or coffee?") == "warm"
+        engine._answers[engine._key(question, None, None)] = None  # a kept ranking (its contents are not read)
+        assert probe(question) == "cached"
+    finally:
+        engine.close()

@@ -176,6 +176,13 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from kueri.pipeline import default_workdir
 
     folder = Path(args.workdir) if args.workdir else default_workdir()
+    if args.action == "compact":
+        for path, result in workfolder.compact(folder):
+            if result is None:
+                print(f"{path.name}: no whole chunk, left as it is")
+            else:
+                print(f"{path.name}: {result[0]} chunk files -> {result[1]} ({result[2]} passages)")
+        return 0
     if args.prune:
         removed = workfolder.prune(folder, args.older_than, check=True)
         for entry in removed:
@@ -320,7 +327,10 @@ def _add_other_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("cache", parents=[common], help="list, verify or prune the work folder's entries",
                        description="The work folder is a cache: every entry is rebuilt when missing or broken. "
                        "This lists its entries (what, size, last used); --verify checks each thoroughly (Lucene's "
-                       "CheckIndex for indexes); --prune removes broken entries, unfinished builds and leftovers.")
+                       "CheckIndex for indexes); --prune removes broken entries, unfinished builds and leftovers; "
+                       "`kueri cache compact` merges each embeddings store's small chunk files into large ones "
+                       "(safe while servers read and add to it).")
+    p.add_argument("action", nargs="?", choices=("compact",), help="compact: merge the embeddings stores' chunks")
     add_workdir_flag(p)
     action = p.add_mutually_exclusive_group()
     action.add_argument("--verify", action="store_true", help="check every entry (exit 1 if one is broken)")

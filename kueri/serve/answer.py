@@ -150,6 +150,7 @@ class Answer:
     aspect_from: str = "none"  # "extracted", "given" or "none"
     evidence: Evidence | None = None  # how strong the best passages are (None: no threshold for the configuration)
     summaries: dict[str, list[SummarySentence]] = field(default_factory=dict)  # a key of SIDES -> sentences
+    id: str | None = None  # what a judgment of it names (kueri.serve.feedback; None: feedback is off)
 
     @property
     def confident(self) -> bool:
@@ -158,7 +159,7 @@ class Answer:
 
     def as_json(self) -> dict[str, Any]:
         verdict = {**self.verdict.as_json(), "confident": self.confident}
-        return {"question": self.question, "comparative": self.comparative,
+        return {"answer_id": self.id, "question": self.question, "comparative": self.comparative,
                 "objects": list(self.objects) if self.objects else None,
                 "objects_from": self.objects_from, "aspect": self.aspect, "aspect_from": self.aspect_from,
                 "topic": self.topic, "config": self.config,

@@ -16,6 +16,7 @@ says so to the browser too).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import urllib.parse
 from collections.abc import Mapping
@@ -35,7 +36,6 @@ from kueri.serve.answer import Answer
 from kueri.serve.checks import (
     API_PARAMETERS,
     MAX_BODY,
-    MAX_ID,
     MAX_K,
     MAX_OBJECT,
     MAX_QUESTION,
@@ -52,7 +52,7 @@ from kueri.serve.checks import (
     whole_number,
 )
 from kueri.serve.engine import Engine
-from kueri.serve.feedback import BadFeedback, FeedbackLog, Judgment
+from kueri.serve.feedback import FORM_FIELDS, BadFeedback, FeedbackLog
 from kueri.serve.openapi import document
 from kueri.serve.responses import answer, error_body, error_headers, error_status
 
@@ -68,14 +68,15 @@ SECURITY_HEADERS = [
 FEEDBACK_PATH = "/api/feedback"
 
 
-async def search_json(engine: Engine, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+async def search_json(engine: Engine, query: Mapping[str, str], feedback: FeedbackLog | None = None
+                      ) -> tuple[int, dict[str, Any]]:
     """``/api/search``: the status and the JSON body of the answer to a query's parameters (a 400 names the bad
     one; every failure is a JSON error and the server keeps serving)."""
-    status, body, _, _ = await _search(engine, query)
+    status, body, _, _ = await _search(engine, query, feedback)
     return status, body
 
 
-async def _search(engine: Engine, query: Mapping[str, str]
+async def _search(engine: Engine, query: Mapping[str, str], feedback: FeedbackLog | None
                   ) -> tuple[int, dict[str, Any], Answer | None, dict[str, str] | None]:
     """The status, JSON body, answer (None: a failure) and headers of ``/api/search``'s answer to ``query``."""
     try:
@@ -86,12 +87,19 @@ async def _search(engine: Engine, query: Mapping[str, str]
         narrow = flag(given.get("narrow"), "narrow")
         found = await answer(engine, question, objects, given.get("config") or None,
                              whole_number(given.get("k"), PAGE_K, MAX_K), aspect_of(given))
+        found = await _identified(found.narrowed() if narrow else found, feedback)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON error
         status, message = error_status(exc)
         return status, error_body(status, message), None, error_headers(exc)
-    if narrow:
-        found = found.narrowed()
     return 200, found.as_json(), found, None
+
+
+async def _identified(found: Answer, feedback: FeedbackLog | None) -> Answer:
+    """The answer as shown, with its id: recorded (off the event loop: a line written and flushed to disk), so a
+    judgment of one of its passages can be checked (:mod:`kueri.serve.feedback`). Without feedback, no id."""
+    if feedback is None:
+        return found
+    return dataclasses.replace(found, id=await asyncio.to_thread(feedback.answered, found))
 
 
 def _download(name: str, kind: str) -> dict[str, str]:
@@ -132,57 +140,36 @@ async def _body(request: Request) -> bytes:
 
 
 def _judgment_fields(request: Request, data: bytes) -> tuple[dict[str, Any], str | None]:
-    """A feedback request's fields by their JSON names, and where to send the reader back to (a form from the
-    page)."""
+    """A feedback request's fields by their JSON names (checked by :meth:`FeedbackLog.record`), and where to send
+    the reader back to (a form from the page)."""
     kind = request.headers.get("content-type", "").split(";")[0].strip()
     try:
         if kind == "application/json":
             fields = json.loads(data.decode("utf-8"))
             if not isinstance(fields, dict):
                 raise ValueError("not an object")
-            if not isinstance(fields.get("useful"), bool):
-                raise BadFeedback("useful must be true or false")
             return fields, None
         if kind == "application/x-www-form-urlencoded":
             form = {k: v[-1] for k, v in urllib.parse.parse_qs(data.decode("utf-8"), strict_parsing=False).items()}
+            unknown = sorted(set(form) - set(FORM_FIELDS))
+            if unknown:
+                raise BadFeedback(f"unknown field(s) {', '.join(unknown)[:100]}; known: {', '.join(FORM_FIELDS)}")
             if form.get("useful") not in ("yes", "no"):
                 raise BadFeedback("useful must be yes or no")
-            objects = [form["first"], form["second"]] if form.get("first") and form.get("second") else None
-            return {"question": form.get("q"), "passage": form.get("id"), "useful": form["useful"] == "yes",
-                    "objects": objects, "rank": form.get("rank"), "config": form.get("config")}, form.get("back") or "/"
+            back = form.get("back") or "/"
+            if not back.startswith("/") or back.startswith("//"):
+                back = "/"  # only back to this server's page
+            return {"answer": form.get("answer"), "passage": form.get("id"), "useful": form["useful"] == "yes"}, back
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadFeedback(f"the request is not valid JSON or form data ({exc})") from None
     raise BadFeedback("send the judgment as application/json or a form (application/x-www-form-urlencoded)")
-
-
-def _judgment(engine: Engine, request: Request, data: bytes) -> tuple[Judgment, str | None]:
-    """The judgment a feedback request carries, and where to send the reader back to (a form from the page)."""
-    fields, back = _judgment_fields(request, data)
-    question, passage, objects, rank = fields.get("question"), fields.get("passage"), fields.get("objects"), \
-        fields.get("rank")
-    if not isinstance(question, str) or not isinstance(passage, str):
-        raise BadFeedback("name the question and the passage")
-    question = check_text(question, "question", MAX_QUESTION)
-    passage = check_text(passage, "passage id", MAX_ID)
-    if objects is not None and (not isinstance(objects, list) or len(objects) != 2
-                                or not all(isinstance(o, str) for o in objects)):
-        raise BadFeedback("objects must be a list of two names")
-    try:
-        rank_number = int(rank) if rank not in (None, "") else None
-    except (TypeError, ValueError):
-        raise BadFeedback(f"rank must be a whole number, not {str(rank)[:20]!r}") from None
-    config_name = engine.config(fields.get("config") or None).name
-    if back is not None and (not back.startswith("/") or back.startswith("//")):
-        back = "/"  # only back to this server's page
-    return Judgment(question, [check_text(o, "object", MAX_OBJECT) for o in objects] if objects else None,
-                    config_name, passage, rank_number, bool(fields["useful"])), back
 
 
 # -- the routes (each reads the engine, the feedback log and the templates from the application's state) -------
 
 async def api_search(request: Request) -> Response:
     engine = request.app.state.engine
-    status, body, found, headers = await _search(engine, request.query_params)
+    status, body, found, headers = await _search(engine, request.query_params, request.app.state.feedback)
     if found is None:
         return JSONResponse(body, status_code=status, headers=headers)
     kind = request.query_params.get("format")  # a format asked for is a download
@@ -201,8 +188,8 @@ async def api_feedback(request: Request) -> Response:
         return JSONResponse(error_body(404, "feedback is off on this server (kueri serve --no-feedback)"),
                             status_code=404)
     try:
-        judgment, back = _judgment(request.app.state.engine, request, await _body(request))
-        await asyncio.to_thread(feedback.record, judgment)
+        fields, back = _judgment_fields(request, await _body(request))
+        await asyncio.to_thread(feedback.record, fields)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON error
         status, message = error_status(exc)
         if "larger than" in message:
@@ -239,7 +226,8 @@ async def page(request: Request) -> Response:
             # the page's aspect field is always sent: empty means "the question's own", as for the objects
             found = await answer(engine, question, objects, given.get("config") or None,
                                  whole_number(given.get("k"), PAGE_K, PAGE_MAX_K), aspect_of(given) or None)
-            context.update(answer=found.narrowed() if narrow else found, whole=found, narrow=narrow,
+            shown = await _identified(found.narrowed() if narrow else found, request.app.state.feedback)
+            context.update(answer=shown, whole=found, narrow=narrow,
                            back=str(request.url.path) + ("?" + request.url.query if request.url.query else ""))
     except Exception as exc:  # noqa: BLE001 - the page shows a note instead of a traceback
         status, context["error"] = error_status(exc)

@@ -42,6 +42,12 @@ ANSWER_CACHE = 256  # rankings kept (each a whole ranking of ids and scores: a f
 #: question on it is warm; a larger one embeds the candidates each question needs and keeps them.
 PREEMBED_LIMIT = 20_000
 PREEMBED_CHUNK = 16  # passages embedded per turn of the pipeline thread: a question waits at most one chunk
+PROBE_DEPTH = 100  # candidates a probe looks up when an embedding stage names no depth (the second stage's default)
+#: A question is warm when the stores hold as many of its first stage's top candidates as each encoder embeds (40
+#: and 15 of the top 100 in the default's cascade), short by at most this share: a quarter of the 55, embedded,
+#: costs about 0.6 s (a cold question's log: MiniLM 40 passages in 1.7 s, e5 15 in 1.5 s), about a warm question's
+#: own cost; a question of new objects is short by all 55.
+WARM_SHARE = 0.25
 FREE_TOPIC = "q"  # the topic number of a question that is not a known topic's
 WARM_UP = "Which is better, a laptop or a desktop?"  # asked of each configuration at the start
 
@@ -103,6 +109,7 @@ class Engine:
         self.topics = {self.title_key(t.title): t for t in topics}
         self.progress = progress
         self.queue = PipelineQueue(max_waiting, max_wait)
+        self._stores: dict[str, Any] = {}  # the encoders whose stores a probe reads (set at start)
         self._indexes: dict[Any, Any] = {}
         self._shared: dict[Any, Any] = {}
         self._answers: OrderedDict[tuple[Any, ...], _Ranking] = OrderedDict()
@@ -131,6 +138,7 @@ class Engine:
         if self.corpus is not None:
             self.links = SourceLinks.of_corpus(self.corpus)
         self.queue.submit(self._open).result()
+        self._stores = self.queue.submit(self._stored_encoders).result()
         for name in self.configs:
             self.queue.submit(lambda name=name: self._rank(WARM_UP, None, name)).result()
         self.ready = True
@@ -270,21 +278,77 @@ class Engine:
             raise BadQuestion(f"configuration {name!r} is not offered here; offered: {', '.join(self.configs)}")
         return config
 
+    def expected_cost(self, question: str, objects: tuple[str, str] | None, config_name: str | None) -> str:
+        """``cached`` when its ranking is cached (only passages to fill), ``warm`` when the stores hold the embeddings
+        of about as many of its first stage's top candidates as its stages embed (40 of the top 100 for MiniLM and 15
+        for e5 in the default's cascade, short by at most :data:`WARM_SHARE`), else ``cold``
+        (and when it cannot tell: a question that fails here fails in its ranking with its message). On the pipeline
+        thread: the queue probes each question before it picks the next one to rank (:mod:`kueri.serve.queue`)."""
+        from kueri.encoders import text_digest
+
+        with self._lock:
+            if self._key(question, objects, config_name) in self._answers:
+                return "cached"
+        if not self.ready:
+            return "cold"
+        try:
+            config = self.config(config_name)
+            topic, objects_from = self._topic(question, objects)
+            if objects_from == "none":
+                config = without_objects(config)
+            stages = config.stages()
+            embedding = [stage for stage in stages if getattr(stage, "embeds", tuple)()]
+            if not embedding:
+                return "warm"
+            first = stages[0]
+            if not hasattr(first, "title_search"):  # not a lexical search: its candidates are not known cheaply
+                return "cold"
+            hits = first.apply({}, self._pipeline(topic)).get(topic.number, [])
+            depths: dict[str, int] = {}  # per encoder: how many of the candidates it embeds
+            window = PROBE_DEPTH  # the candidates the embedding stages choose from
+            for stage in embedding:
+                known = getattr(stage, "embedded_depths", None)
+                depth = getattr(stage, "depth", None) or PROBE_DEPTH
+                window = max(window, depth)
+                for name, count in (known(PROBE_DEPTH) if known else dict.fromkeys(stage.embeds(), depth)).items():
+                    depths[name] = max(depths.get(name, 0), count)
+            searched = self._pipeline(topic).index(first.title_search().analyzer)
+            digests = [text_digest(text) for text in searched.contents_of([hit.doc for hit in hits[:window]], "serve")]
+            # A cascade embeds what its cheaper model ranks on top of the window, not the first stage's top: so the
+            # question is warm when the stores hold about as many of the window's candidates as each encoder embeds
+            # (what an earlier question of these objects embedded), short by at most WARM_SHARE of them.
+            short = needed = 0
+            for name, count in depths.items():
+                if name in self._stores:
+                    wanted = min(count, len(digests))
+                    short += max(0, wanted - (len(digests) - len(self._stores[name].store.missing(digests))))
+                    needed += wanted
+        except Exception:  # noqa: BLE001 - an estimate only; the ranking reports what is wrong
+            log.debug("serve: no cost estimate for %r", question, exc_info=True)
+            return "cold"
+        return "cold" if short > WARM_SHARE * needed else "warm"
+
     def ask(self, question: str, objects: tuple[str, str] | None = None, config: str | None = None,
-            k: int = 10, aspect: str | None = None) -> Answer:
+            k: int = 10, aspect: str | None = None, cost: str | None = None) -> Answer:
         """The answer to ``question`` (checked: :func:`kueri.serve.checks.check_text`), its top ``k`` passages; on the
         pipeline thread (call it through :attr:`queue`). ``aspect`` replaces the one found in the question ("":
-        none); it marks the passages that speak of it and never changes the ranking."""
+        none); it marks the passages that speak of it and never changes the ranking. ``cost``: the kind it was
+        queued as (:meth:`expected_cost`), whose estimate its time updates."""
         started = time.perf_counter()
-        ranking = self._rank(question, objects, config, k)
+        ranking = self._rank(question, objects, config, k, cost)
         return self._answer(question, ranking, k, time.perf_counter() - started, aspect)
 
-    def _rank(self, question: str, objects: tuple[str, str] | None, config_name: str | None, k: int = 10
-              ) -> _Ranking:
+    def _rank(self, question: str, objects: tuple[str, str] | None, config_name: str | None, k: int = 10,
+              cost: str | None = None) -> _Ranking:
         key = self._key(question, objects, config_name)
         with self._lock:
             ranking = self._answers.get(key)
-        if ranking is None:
+        if ranking is not None:
+            started = time.perf_counter()
+            if self._fill(ranking, k):
+                self.queue.measured(time.perf_counter() - started, cost or "cached")
+        else:
+            embedded = self._embedded()
             started = time.perf_counter()
             config = self.config(config_name)
             topic, objects_from = self._topic(question, objects)
@@ -300,11 +364,15 @@ class Engine:
                 hits = []
                 note = "no passage matches the question's words (the stoplist drops the most common ones)"
             ranking = _Ranking(topic, objects_from, hits, config, time.perf_counter() - started, note)
-            self.queue.measured(ranking.seconds)
+            self._fill(ranking, k)
+            ranking.seconds = time.perf_counter() - started
+            # the estimate of the kind it was queued as (what a question taken for that kind costs); else what it
+            # turned out to be
+            kind = cost or ("cold" if self._embedded() > embedded else "warm")
+            self.queue.measured(ranking.seconds, kind)
             self.questions += 1
-            log.info("serve: %r (objects %s, %s) ranked in %.2f s", question, topic.objects, objects_from,
-                     ranking.seconds)
-        self._fill(ranking, k)
+            log.info("serve: %r (objects %s, %s) ranked in %.2f s (%s)", question, topic.objects, objects_from,
+                     ranking.seconds, kind)
         with self._lock:
             self._answers[key] = ranking
             self._answers.move_to_end(key)
@@ -312,18 +380,22 @@ class Engine:
                 self._answers.popitem(last=False)
         return ranking
 
-    def _fill(self, ranking: _Ranking, k: int) -> None:
+    def _embedded(self) -> int:
+        """Passages the stored encoders have embedded so far (on the pipeline thread)."""
+        return sum(encoder.embedded for encoder in self._stores.values())
+
+    def _fill(self, ranking: _Ranking, k: int) -> bool:
         """The texts, quality scores, stance labels and deciding sentences of the top ``k`` passages (computed once
         per passage and ranking), from the configuration's own stages: :meth:`~kueri.pipeline.Pipeline.label` of
         the shown hits gives each the label ``kueri run`` gives it."""
         missing = [hit.doc for hit in ranking.hits[:k] if hit.doc not in ranking.texts]
         if not missing:
-            return
+            return False
         pipeline = self._pipeline(ranking.topic)
         ranking.texts.update(zip(missing, pipeline.texts("serve")(missing), strict=True))
         ranking.quality.update(shown_quality(ranking.config).scores(missing, pipeline))
         if not all(ranking.topic.objects):
-            return
+            return True
         number = ranking.topic.number
         ranking.hits[:k] = pipeline.label(ranking.config, {number: ranking.hits[:k]})[number]
         stance = labelling_stage(ranking.config, "stance")
@@ -331,6 +403,7 @@ class Engine:
         explained = [hit for hit in ranking.hits[:min(k, EXPLAINED)] if hit.doc in new and hit.stance in STANCES]
         if stance is not None and explained:
             ranking.deciding_sentences.update(stance.explain({number: explained}, pipeline))
+        return True
 
     def _answer(self, question: str, ranking: _Ranking, k: int, seconds: float, aspect: str | None = None
                 ) -> Answer:
@@ -378,8 +451,11 @@ class Engine:
         return {"status": "ok" if self.ready else "starting", "passages": len(index) if index else None,
                 "configs": list(self.configs), "default_config": self.default_config,
                 "uptime_seconds": round(time.time() - self.started, 1), "questions_ranked": self.questions,
-                "waiting": self.queue.waiting, "preembedded": self.preembedded,
-                "max_wait_seconds": self.queue.max_wait, "question_seconds": round(self.queue.question_seconds, 3)}
+                "waiting": self.queue.waiting, "waiting_by_cost": self.queue.waiting_by_cost(),
+                "preembedded": self.preembedded, "max_wait_seconds": self.queue.max_wait,
+                "question_seconds": round(self.queue.question_seconds, 3),
+                "seconds_by_cost": {kind: round(seconds, 3) for kind, seconds in self.queue.seconds.items()},
+                "measured_costs": sorted(self.queue.measured_kinds)}
 
 
 def known_topics(paths: Iterable[str | Path]) -> list[Topic]:

@@ -16,8 +16,9 @@ from kueri.records import STANCES
 from kueri.serve.answer import SIDES
 from kueri.serve.checks import FLAGS, FORMATS, MAX_BODY, MAX_ID, MAX_K, MAX_OBJECT, MAX_QUESTION, PAGE_K, PAGE_MAX_K
 from kueri.serve.engine import EXPLAINED
+from kueri.serve.feedback import ANSWER_ID
 from kueri.serve.pyserini import INDEX_TYPES
-from kueri.serve.queue import RETRY_AFTER
+from kueri.serve.queue import COSTS, RETRY_AFTER
 
 _string = {"type": "string"}
 _nullable_string = {"type": "string", "nullable": True}
@@ -97,7 +98,8 @@ def _page_and_api(config: dict[str, Any]) -> dict[str, Any]:
             "responses": {"200": {"description": "the state", "content": _json("Health")}, "404": ERRORS["404"],
                           "405": ERRORS["405"]}}},
         "/api/feedback": {"post": {
-            "summary": "Record a reader's judgment of a passage (useful or not) in the work folder's feedback.jsonl",
+            "summary": "Record a reader's judgment (useful or not) of a passage an answer showed, with what it "
+                       "showed, in the work folder's feedback.jsonl",
             "operationId": "feedback",
             "requestBody": {"required": True, "content": {
                 **_json("Feedback"),
@@ -105,7 +107,9 @@ def _page_and_api(config: dict[str, Any]) -> dict[str, Any]:
             "responses": {"200": {"description": "recorded (a JSON request)", "content": {"application/json": {
                 "schema": {"type": "object", "properties": {"recorded": {"type": "boolean"}}}}}},
                           "303": {"description": "recorded (the page's form): back to the page"},
-                          "400": ERRORS["400"], "404": _error("feedback is off (kueri serve --no-feedback)"),
+                          "400": _error("not a judgment of a passage an answer of this server showed (an unknown "
+                                        "answer id or passage, a bad or unknown field); the message says which"),
+                          "404": _error("feedback is off (kueri serve --no-feedback)"),
                           "405": ERRORS["405"], "413": _error(f"the request is larger than {MAX_BODY // 1000} kB")}}},
     }
 
@@ -189,6 +193,8 @@ SCHEMAS: dict[str, Any] = {
                                              f"or ranked below {EXPLAINED})"}}},
     "SummarySentence": {"type": "object", "properties": {"text": _string, "rank": {"type": "integer"}, "id": _string}},
     "Answer": {"type": "object", "properties": {
+        "answer_id": {"type": "string", "nullable": True, "description": "what a judgment of one of its passages "
+                      "names (POST /api/feedback); valid across a restart; null when feedback is off"},
         "question": _string, "comparative": {"type": "boolean", "description": "whether the question asks for a "
                                              "choice between two objects; answered either way"},
         "objects": {"type": "array", "items": _string, "minItems": 2, "maxItems": 2, "nullable": True},
@@ -212,14 +218,24 @@ SCHEMAS: dict[str, Any] = {
         "status": {"type": "string", "enum": ["ok", "starting"]}, "passages": {"type": "integer", "nullable": True},
         "configs": {"type": "array", "items": _string}, "default_config": _string,
         "uptime_seconds": {"type": "number"}, "questions_ranked": {"type": "integer"}, "waiting": {"type": "integer"},
+        "waiting_by_cost": {"type": "object", "description": "questions waiting, by expected cost (the cheaper go "
+                            "first)", "properties": {kind: {"type": "integer"} for kind in COSTS}},
         "preembedded": {"type": "integer"}, "max_wait_seconds": {"type": "number"},
-        "question_seconds": {"type": "number"}, "feedback": {"type": "boolean"}}},
-    "Feedback": {"type": "object", "required": ["question", "passage", "useful"], "properties": {
-        "question": _string, "passage": _string, "useful": {"type": "boolean"}, "rank": {"type": "integer"},
-        "objects": {"type": "array", "items": _string}, "config": _string}},
-    "FeedbackForm": {"type": "object", "required": ["q", "id", "useful"], "properties": {
-        "q": _string, "id": _string, "useful": {"type": "string", "enum": ["yes", "no"]}, "rank": _string,
-        "first": _string, "second": _string, "config": _string, "back": _string}},
+        "question_seconds": {"type": "number", "description": "what a cold question is expected to cost"},
+        "seconds_by_cost": {"type": "object", "description": "what a question of each kind is expected to cost",
+                            "properties": {kind: {"type": "number"} for kind in COSTS}},
+        "measured_costs": {"type": "array", "items": {"type": "string", "enum": list(COSTS)},
+                           "description": "the kinds measured by this server (the others: the start's figures)"},
+        "feedback": {"type": "boolean"}}},
+    "Feedback": {"type": "object", "required": ["answer", "passage", "useful"], "additionalProperties": False,
+                 "properties": {
+                     "answer": {"type": "string", "pattern": f"^{ANSWER_ID.pattern}$",
+                                "description": "the answer_id of the response (or page) that showed the passage"},
+                     "passage": {"type": "string", "description": "the passage's id, as that answer showed it"},
+                     "useful": {"type": "boolean"}}},
+    "FeedbackForm": {"type": "object", "required": ["answer", "id", "useful"], "additionalProperties": False,
+                     "properties": {"answer": _string, "id": _string,
+                                    "useful": {"type": "string", "enum": ["yes", "no"]}, "back": _string}},
     "PyseriniIndexes": {"type": "array", "items": _string, "description": "index names (configurations offered)"},
     "PyseriniHits": {"type": "object", "required": ["query", "candidates"], "properties": {
         "query": {"type": "object", "properties": {"qid": _string, "text": _string}},

@@ -21,14 +21,17 @@ log = logging.getLogger(__name__)
 
 async def answer(engine: Engine, question: str, objects: tuple[str, str] | None, config: str | None,
                  k: int, aspect: str | None = None) -> Answer:
-    """From the cache at once, else queued on the pipeline thread (while the event loop serves others); a
-    :class:`Busy` at once when the queue would keep it longer than its ``max_wait``, or when it waited that long
-    (a question that has not started by then is taken off the queue)."""
+    """From the cache at once, else queued on the pipeline thread by its expected cost (while the event loop serves
+    others); a :class:`Busy` at once when the queue would keep it longer than its ``max_wait``, or when it waited
+    that long (a question that has not started by then is taken off the queue)."""
     engine.config(config)  # an unknown configuration is a 400 before anything is queued
     cached = engine.cached(question, objects, config, k, aspect)
     if cached is not None:
         return cached
-    future = engine.queue.submit(lambda: engine.ask(question, objects, config, k, aspect), question=True)
+    # its expected cost (cached, warm or cold) orders it in the queue: probed on the pipeline thread before the next
+    # ranking starts (Java is used from that thread only)
+    future = engine.queue.submit(lambda cost: engine.ask(question, objects, config, k, aspect, cost), question=True,
+                                 probe=lambda: engine.expected_cost(question, objects, config))
     try:
         return await asyncio.wait_for(asyncio.wrap_future(future), engine.queue.max_wait or None)
     except TimeoutError:

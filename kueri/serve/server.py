@@ -62,7 +62,7 @@ def serve(*, corpus: str | Path | None, index: str | Path | None, configs: Seque
         raise SetupError(f"kueri serve needs the serve extra ({exc.name} is missing): pip install 'kueri[serve]'"
                          ) from None
     from kueri.serve.engine import Engine
-    from kueri.serve.feedback import FEEDBACK_FILE, FeedbackLog
+    from kueri.serve.feedback import FeedbackLog
     from kueri.serve.queue import MAX_WAIT
 
     if max_wait is not None and max_wait <= 0:
@@ -70,7 +70,7 @@ def serve(*, corpus: str | Path | None, index: str | Path | None, configs: Seque
     sock = bind(host, port)
     engine = Engine(corpus=corpus, index=index, configs=configs, workdir=workdir, topics=topics, progress=progress,
                     max_wait=max_wait or MAX_WAIT)
-    judgments = FeedbackLog(engine.workdir / FEEDBACK_FILE) if feedback else None
+    judgments = FeedbackLog(engine.workdir) if feedback else None
     try:
         log.info("serve: loading %s with configuration %s", corpus or index, ", ".join(engine.configs))
         engine.start(preembed)

@@ -37,6 +37,20 @@ class LearnedRanking(StageDefaults):
         models = [SecondStageModel.load(name) for name in (*(model for model, _ in self.cascade), self.model)]
         return tuple(sorted(frozenset().union(*(model.encoders for model in models))))
 
+    def embedded_depths(self, default_depth: int) -> dict[str, int]:
+        """Per encoder, how many of a topic's top candidates it embeds: the depth for an encoder of the first model
+        that ranks (``default_depth`` when the model's own is not set here), else what the cascade's step before the
+        first model that uses it keeps (``kueri serve`` looks them up to tell a warm question from a cold one)."""
+        from kueri.second_stage import SecondStageModel
+
+        names = (*(model for model, _ in self.cascade), self.model)
+        ranked = [self.depth or default_depth, *(keep for _, keep in self.cascade)]  # candidates each level ranks
+        depths: dict[str, int] = {}
+        for name, count in zip(names, ranked, strict=True):
+            for encoder in SecondStageModel.load(name).encoders:
+                depths.setdefault(encoder, count)
+        return depths
+
     def encoders(self, context: Context) -> dict[str, Any]:
         """The model's encoders by name, loaded once per context, their passage embeddings in their stores in the
         work folder (:data:`~kueri.second_stage.candidates.Encoders`)."""
