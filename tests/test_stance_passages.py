@@ -139,6 +139,7 @@ def test_an_emulated_avx2_cpu_computes_the_same(model, tmp_path):
         f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
 
 
+@pytest.mark.slow
 def test_labels_are_the_same_alone_in_workers_and_after_pickling(model, monkeypatch):
     """10 topics' top 15 sample hits (the passage model's 10 and 5 for stance-v1): in this process, in 2 worker
     processes and by a pickled model (what a worker or a Ray task receives, its encoder's file and none kept)."""
