@@ -11,9 +11,7 @@ index (``*.partial``) or a temporary file (``.*.tmp``), and every entry has a lo
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kueri.errors import BrokenCache, KueriError
+from kueri.files import try_file_lock
 from kueri.lucene import AnalyzerConfig
 
 
@@ -125,16 +124,8 @@ def _unless_busy(entry: Entry) -> Iterator[bool]:
     if not entry.lock.exists():
         yield True
         return
-    fd = os.open(entry.lock, os.O_RDWR)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+    with try_file_lock(entry.lock) as free:
+        yield free
 
 
 def prune(workdir: str | Path, older_than_days: float | None = None, check: bool = True) -> list[Entry]:
