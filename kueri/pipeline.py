@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kueri.config import RunConfig, get_config
 from kueri.errors import BrokenCache, EmptyRun, IncompatibleIndex, KueriError
@@ -28,6 +28,9 @@ from kueri.parse.passages import corpus_files
 from kueri.records import NO_STANCE, STANCES, Run, Topic
 from kueri.stages import Stage, Texts
 from kueri.stages.given import given_stages
+
+if TYPE_CHECKING:
+    from kueri.ray_runs import RayRun
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -317,9 +320,15 @@ def run_config(
     *,
     skip_bad: bool = False,
     progress: bool = True,
+    ray: RayRun | None = None,
 ) -> Run:
-    """Everything ``config`` describes, from corpus and topics to a validated run."""
+    """Everything ``config`` describes, from corpus and topics to a validated run; with ``ray``, the topics as tasks
+    of a Ray cluster (:mod:`kueri.ray_runs`: the same run)."""
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
+        if ray is not None:
+            from kueri.ray_runs import run_on_ray
+
+            return run_on_ray(pipeline, config, ray)
         return pipeline.run(config)
 
 
@@ -333,13 +342,14 @@ def run_given(
     skip_bad: bool = False,
     progress: bool = True,
     source: str = "the given run",
+    ray: RayRun | None = None,
 ) -> Run:
     """``config``'s stages after its first over ``candidates`` (any first stage's run, e.g. TIRA's re-rank input),
     validated: the one way in for given candidates (``kueri tira``, ``kueri rerank``, PyTerrier's ``Rerank``).
 
     The passages' texts and the second stage's BM25 statistics come from ``corpus``: the corpus's files, or the
     candidates' own texts (:class:`~kueri.parse.TextCorpus`, indexed as they are). ``source`` names the candidates
-    in errors."""
+    in errors. ``ray``: the topics as tasks of a Ray cluster (:mod:`kueri.ray_runs`: the same run)."""
     known = {t.number for t in topics}
     unknown = [qid for qid in candidates if qid not in known]
     if unknown:
@@ -348,6 +358,10 @@ def run_given(
         log.info("no corpus: the second stage's BM25 features use the statistics of the %d candidates alone",
                  len(corpus.texts))
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
+        if ray is not None:
+            from kueri.ray_runs import run_on_ray
+
+            return run_on_ray(pipeline, config, ray, candidates)
         return pipeline.run_given(config, candidates)
 
 

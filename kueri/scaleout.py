@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 #: A task is run again this often when its worker process (or node) dies.
 TASK_RETRIES = 3
 
+#: Topics per task of a run on Ray (``--ray-batch``) by default: small, so that even the sample's 50 topics make 13
+#: tasks, several in flight at once, and a lost worker loses little; a task's fixed costs (opening the index, loading
+#: the models) are paid once per worker process, not per task.
+RAY_BATCH = 4
+
 
 #: Signals a JVM catches as part of its normal work (SIGSEGV: implicit null checks in compiled code, ...).
 _FAULT_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)

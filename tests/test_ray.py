@@ -29,7 +29,7 @@ from kueri.lucene import MANIFEST, LuceneIndex, build_index  # noqa: E402
 from kueri.parse import PassageReader, read_topics  # noqa: E402
 from kueri.pipeline import search_run  # noqa: E402
 from kueri.scaleout import cluster_processes, local_cluster, start_local_cluster, stop_local_cluster  # noqa: E402
-from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS  # noqa: E402
+from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS, write_topics  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -133,6 +133,12 @@ def test_an_unreachable_cluster_is_one_line(tmp_path):
     assert result.returncode == 3, result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("kueri: error: cannot reach the Ray cluster at 127.0.0.1:")
     assert not (tmp_path / "i").exists()
+    result = kueri("run", "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS), "--output",
+                   str(tmp_path / "run.txt"), "--workdir", str(tmp_path / "work"), "--ray", f"127.0.0.1:{free_port()}",
+                   timeout=120)
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("kueri: error: cannot reach the Ray cluster at 127.0.0.1:")
+    assert not (tmp_path / "run.txt").exists() and not list((tmp_path / "work").glob("index-*"))
 
 
 def test_stance_on_ray_labels_as_the_local_command(cluster, tmp_path):
@@ -193,3 +199,61 @@ def driver_task(address: str) -> subprocess.CompletedProcess:
     code = "import ray, sys; ray.init(address=sys.argv[1]); print(ray.get(ray.remote(lambda: 7).remote()))"
     return subprocess.run([sys.executable, "-c", code, address], env={**os.environ, **RAY_ENV}, capture_output=True,
                           text=True, timeout=300)
+
+
+# -- a whole run on Ray ------------------------------------------------------------------------------------------
+
+#: Four of the sample's topics (between them FIRST, SECOND and NO): one a task, two at once on the 2-CPU head.
+RUN_TOPICS = ("2", "34", "55", "91")
+
+
+@pytest.fixture(scope="module")
+def few_topics(tmp_path_factory) -> Path:
+    return write_topics(RUN_TOPICS, tmp_path_factory.mktemp("topics") / "topics.xml")
+
+
+@pytest.fixture(scope="module")
+def local_default(few_topics, tmp_path_factory) -> tuple[Path, Path]:
+    """The local default run of the four topics (100 hits), and its work folder (its stores now hold the embeddings)."""
+    folder = tmp_path_factory.mktemp("local-default")
+    made = kueri("run", "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics), "--hits", "100", "--output",
+                 str(folder / "run.txt"), "--workdir", str(folder / "work"), "-q")
+    assert made.returncode == 0, made.stderr
+    return folder / "run.txt", folder / "work"
+
+
+def stored_passages(workdir: Path) -> dict[str, int]:
+    """Passages in each embeddings store of a work folder, counted from its chunks' headers."""
+    counts = {}
+    for store in sorted(workdir.glob("embeddings-*")):
+        if store.is_dir():
+            counts[store.name] = sum(int.from_bytes(chunk.read_bytes()[4:8], "little")
+                                     for chunk in store.glob("chunk-*.emb"))
+    return counts
+
+
+def test_the_default_on_ray_writes_the_local_run_file_and_fills_the_one_store(cluster, few_topics, local_default,
+                                                                              tmp_path):
+    local, local_work = local_default
+    work = tmp_path / "work"  # cold: the nodes embed every candidate, the driver's one store gets them
+    remote = kueri("run", "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics), "--hits", "100", "--output",
+                   str(tmp_path / "ray.txt"), "--workdir", str(work), "--ray", cluster, "--ray-batch", "1")
+    assert remote.returncode == 0, remote.stderr
+    assert (tmp_path / "ray.txt").read_bytes() == local.read_bytes()
+    assert {line.split()[1] for line in local.read_text().splitlines()} >= {"FIRST", "SECOND", "NO"}
+    summary = next(line for line in remote.stderr.splitlines() if "Ray run:" in line)
+    assert "4 topics in 4 tasks" in summary and "at most 2 at once" in summary, summary
+    # the nodes' embeddings came back into the driver's stores: the passages the local run embedded, each once
+    assert stored_passages(work) == stored_passages(local_work) and all(stored_passages(work).values())
+    assert not list(work.glob("ray-run-*"))  # the finished batches are gone once the run file is written
+
+
+def test_a_feedback_row_on_ray_writes_the_local_run_file(cluster, tmp_path):
+    """Row 16 (graded relevance feedback: its run lists the judged topics by number, the batches' runs are sorted
+    so); the fusion rows sort alike (row 24, fusion and quality, compared in benchmarks/bench_ray.py)."""
+    common = ["run", "--config", "row-16", "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
+              "--workdir", str(tmp_path / "work"), "-q"]
+    local = kueri(*common, "--output", str(tmp_path / "local.txt"))
+    remote = kueri(*common, "--output", str(tmp_path / "ray.txt"), "--ray", cluster, "--ray-batch", "7")
+    assert local.returncode == 0 and remote.returncode == 0, local.stderr + remote.stderr
+    assert (tmp_path / "ray.txt").read_bytes() == (tmp_path / "local.txt").read_bytes()
