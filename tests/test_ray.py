@@ -257,3 +257,39 @@ def test_a_feedback_row_on_ray_writes_the_local_run_file(cluster, tmp_path):
     remote = kueri(*common, "--output", str(tmp_path / "ray.txt"), "--ray", cluster, "--ray-batch", "7")
     assert local.returncode == 0 and remote.returncode == 0, local.stderr + remote.stderr
     assert (tmp_path / "ray.txt").read_bytes() == (tmp_path / "local.txt").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def row07_run(few_topics, local_default) -> Path:
+    """Row 07's run of the four topics (made here): candidates to re-rank, and the run my-software.sh must write."""
+    path = local_default[0].parent / "row-07.txt"
+    made = kueri("run", "--config", "row-07", "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics), "--output",
+                 str(path), "--workdir", str(local_default[1]), "-q")
+    assert made.returncode == 0, made.stderr
+    return path
+
+
+def test_a_rerank_of_given_candidates_on_ray_writes_the_local_run_file(cluster, few_topics, local_default, row07_run,
+                                                                       tmp_path):
+    """The default's later stages over row 07's candidates (a warm work folder: nothing to embed)."""
+    common = ["rerank", str(row07_run), "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics), "--workdir",
+              str(local_default[1]), "-q"]
+    local = kueri(*common, "--output", str(tmp_path / "local.txt"))
+    remote = kueri(*common, "--output", str(tmp_path / "ray.txt"), "--ray", cluster, "--ray-batch", "1")
+    assert local.returncode == 0 and remote.returncode == 0, local.stderr + remote.stderr
+    assert (tmp_path / "ray.txt").read_bytes() == (tmp_path / "local.txt").read_bytes()
+    assert (tmp_path / "ray.txt").read_text() != row07_run.read_text()  # reranked and labelled
+
+
+def test_my_software_reaches_ray_through_kueri_ray(cluster, few_topics, local_default, row07_run, tmp_path):
+    given = tmp_path / "in"
+    given.mkdir()
+    (given / "topics.xml").write_bytes(few_topics.read_bytes())
+    (given / "passages.jsonl.gz").symlink_to(SAMPLE_CORPUS)
+    env = {**os.environ, **RAY_ENV, "KUERI_RAY": cluster, "KUERI_PYTHON": sys.executable}
+    result = subprocess.run([str(ROOT / "my-software.sh"), "-i", str(given), "-o", str(tmp_path / "out"), "-c",
+                             "row-07", "-w", str(local_default[1])], env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "Ray run: 4 topics in 1 tasks" in result.stderr, result.stderr[-2000:]
+    assert (tmp_path / "out" / "run.txt").read_bytes() == row07_run.read_bytes()
