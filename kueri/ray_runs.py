@@ -28,6 +28,7 @@ batches not finished, and the run file is written atomically once every batch is
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -238,7 +239,8 @@ def _dispatch(ray: Any, ray_run: RayRun, job: _Job, todo: Iterator[tuple[int, li
                     break
             if not pending:
                 return
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            # a timeout, so that ^C and SIGTERM reach this thread while every task is still running
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for ref in ready:
                 number, batch_topics = pending.pop(ref)
                 done = _result(ray, ref, batch_topics, ray_run.address)
@@ -250,9 +252,10 @@ def _dispatch(ray: Any, ray_run: RayRun, job: _Job, todo: Iterator[tuple[int, li
                 stats.add(done)
                 bar.update(len(batch_topics))
                 yield number, done
-    except BaseException:
+    except BaseException:  # the tasks still running are of no use now: their batches run again next time
         for ref in pending:
-            ray.cancel(ref, force=True)
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
         raise
     finally:
         appender.flush()

@@ -248,15 +248,66 @@ def test_the_default_on_ray_writes_the_local_run_file_and_fills_the_one_store(cl
     assert not list(work.glob("ray-run-*"))  # the finished batches are gone once the run file is written
 
 
-def test_a_feedback_row_on_ray_writes_the_local_run_file(cluster, tmp_path):
+@pytest.fixture(scope="module")
+def local_row16(tmp_path_factory) -> tuple[list[str], Path]:
+    """Row 16's command (all 50 topics) without --output, and its local run file."""
+    folder = tmp_path_factory.mktemp("row-16")
+    command = ["run", "--config", "row-16", "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
+               "--workdir", str(folder / "work"), "-q"]
+    local = kueri(*command, "--output", str(folder / "local.txt"))
+    assert local.returncode == 0, local.stderr
+    return command, folder / "local.txt"
+
+
+def test_a_feedback_row_on_ray_writes_the_local_run_file(cluster, local_row16, tmp_path):
     """Row 16 (graded relevance feedback: its run lists the judged topics by number, the batches' runs are sorted
     so); the fusion rows sort alike (row 24, fusion and quality, compared in benchmarks/bench_ray.py)."""
-    common = ["run", "--config", "row-16", "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
-              "--workdir", str(tmp_path / "work"), "-q"]
-    local = kueri(*common, "--output", str(tmp_path / "local.txt"))
-    remote = kueri(*common, "--output", str(tmp_path / "ray.txt"), "--ray", cluster, "--ray-batch", "7")
-    assert local.returncode == 0 and remote.returncode == 0, local.stderr + remote.stderr
-    assert (tmp_path / "ray.txt").read_bytes() == (tmp_path / "local.txt").read_bytes()
+    command, local = local_row16
+    remote = kueri(*command, "--output", str(tmp_path / "ray.txt"), "--ray", cluster, "--ray-batch", "7")
+    assert remote.returncode == 0, remote.stderr
+    assert (tmp_path / "ray.txt").read_bytes() == local.read_bytes()
+
+
+def batch_workers() -> list[int]:
+    listing = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in listing.splitlines() if "ray::_run_batch" in line]
+
+
+def test_a_stopped_driver_resumes_and_a_killed_worker_is_survived(cluster, local_row16, tmp_path):
+    """SIGTERM to the driver once some batches are back: no run file, the finished batches kept; the same command
+    then runs only the others, survives a worker killed mid-task, and writes the local run."""
+    command, local = local_row16
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}
+    output = tmp_path / "ray.txt"
+    argv = [sys.executable, "-m", "kueri", *command[:-1], "--output", str(output), "--ray", cluster, "--ray-batch",
+            "2"]
+    journal = Path(command[command.index("--workdir") + 1])
+    driver = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while driver.poll() is None and time.monotonic() < deadline and len(list(journal.glob("ray-run-*/batch-*"))) < 3:
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=120)
+    assert driver.returncode not in (0, None), err
+    assert "stopped by SIGTERM" in err and not output.exists()
+    kept = len(list(journal.glob("ray-run-*/batch-*")))
+    assert 3 <= kept < 25
+
+    driver = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and time.monotonic() < deadline and driver.poll() is None:
+        workers = batch_workers()
+        if workers:
+            os.kill(workers[0], signal.SIGKILL)
+            killed = workers[0]
+        time.sleep(0.02)
+    _, err = driver.communicate(timeout=600)
+    assert killed is not None, "no batch task was ever seen running"
+    assert driver.returncode == 0, err
+    assert f"{kept} of 25 batches finished before" in err, err[-2000:]
+    assert output.read_bytes() == local.read_bytes()
+    assert not list(journal.glob("ray-run-*"))
 
 
 @pytest.fixture(scope="module")
