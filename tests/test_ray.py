@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -344,3 +345,21 @@ def test_my_software_reaches_ray_through_kueri_ray(cluster, few_topics, local_de
     assert result.returncode == 0, result.stderr
     assert "Ray run: 4 topics in 1 tasks" in result.stderr, result.stderr[-2000:]
     assert (tmp_path / "out" / "run.txt").read_bytes() == row07_run.read_bytes()
+
+
+def test_the_index_travels_to_nodes_that_do_not_see_the_work_folder(cluster, few_topics, local_default, row07_run,
+                                                                    tmp_path):
+    """--ray-copy-index: each node unpacks the index once into its temp folder and searches that copy."""
+    copies = Path(tempfile.gettempdir()) / "kueri-ray-indexes"
+    before = set(copies.iterdir()) if copies.is_dir() else set()
+    remote = kueri("run", "--config", "row-07", "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics),
+                   "--output", str(tmp_path / "ray.txt"), "--workdir", str(local_default[1]), "--ray", cluster,
+                   "--ray-batch", "1", "--ray-copy-index", "-q")
+    try:
+        assert remote.returncode == 0, remote.stderr
+        assert (tmp_path / "ray.txt").read_bytes() == row07_run.read_bytes()
+        copied = [path.name.rsplit("-", 1)[0] for path in set(copies.iterdir()) - before if path.is_dir()]
+        assert len(copied) == 1 and (local_default[1] / copied[0]).is_dir(), copied  # one copy, for both workers
+    finally:
+        for path in set(copies.iterdir()) - before if copies.is_dir() else ():
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
