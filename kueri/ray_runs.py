@@ -233,10 +233,9 @@ def _dispatch(ray: Any, ray_run: RayRun, job: _Job, todo: Iterator[tuple[int, li
     bar = progress_bar("topics on Ray", "topics", progress, total=topics, initial=done_before)
     try:
         while True:
-            for number, batch_topics, given in todo:
+            while len(pending) < window and (item := next(todo, None)) is not None:
+                number, batch_topics, given = item
                 pending[task.remote((number, batch_topics, given), job_ref)] = (number, batch_topics)
-                if len(pending) >= window:
-                    break
             if not pending:
                 return
             # a timeout, so that ^C and SIGTERM reach this thread while every task is still running
@@ -271,8 +270,10 @@ def _result(ray: Any, ref: Any, topics: list[Topic], address: str) -> _Done:
         return ray.get(ref)
     except errors.RayTaskError as exc:
         cause = getattr(exc, "cause", None)
-        if isinstance(cause, KueriError):
-            raise type(cause)(f"{which} on Ray: {cause}") from None
+        if isinstance(cause, KueriError):  # its own message and exit code, naming the topics
+            error = KueriError(f"{which} on Ray: {cause}")
+            error.exit_code = cause.exit_code
+            raise error from None
         raise KueriError(f"{which} on Ray: {type(cause).__name__ if cause else 'the task'} failed: {cause}") from None
     except errors.WorkerCrashedError:
         from kueri.scaleout import TASK_RETRIES
