@@ -106,6 +106,7 @@ class _Done:
     kernels: str  # the node's kernel class ("" when no encoder was used)
     started: float  # wall clock (time.time) on the node: when it began and ended, for how many ran at once
     ended: float
+    cpu: float  # CPU seconds of the worker process in the task (every thread: the JVM's, onnxruntime's)
     peak_mb: float  # the worker process's peak resident memory so far
 
 
@@ -189,11 +190,15 @@ class _Stats:
     """What the tasks of a run reported: how long, how many at once (by the nodes' clocks), memory, embeddings."""
 
     spans: list[tuple[float, float]] = field(default_factory=list)
+    cpu: float = 0.0
+    topics: int = 0
     peak_mb: float = 0.0
     embedded: int = 0
 
     def add(self, done: _Done) -> None:
         self.spans.append((done.started, done.ended))
+        self.cpu += done.cpu
+        self.topics += len(done.run)
         self.peak_mb = max(self.peak_mb, done.peak_mb)
         self.embedded += sum(len(digests) for digests, _ in done.embedded.values())
 
@@ -212,7 +217,9 @@ class _Stats:
 
     def summary(self) -> str:
         mean = sum(end - start for start, end in self.spans) / self.tasks if self.tasks else 0.0
-        return (f"{mean:.1f} s a task on average, at most {self.at_once()} at once, worker memory at most "
+        per_topic = self.cpu / self.topics if self.topics else 0.0
+        return (f"{mean:.1f} s a task on average, {per_topic:.2f} CPU s a topic, at most {self.at_once()} at once, "
+                f"worker memory at most "
                 f"{self.peak_mb:.0f} MB, {self.embedded} passages embedded on the nodes")
 
 
@@ -401,7 +408,7 @@ def _run_batch(batch: tuple[int, list[Topic], Run | None], job: _Job) -> _Done:
     from kueri import encoders
     from kueri.lucene import LuceneIndex
 
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     number, topics, given = batch
     os.environ["KUERI_WORKERS"] = "1"  # a task has one CPU: the stance labels in this process, never in a pool
     indexes: dict[AnalyzerConfig, LuceneIndex] = {}
@@ -428,7 +435,8 @@ def _run_batch(batch: tuple[int, list[Topic], Run | None], job: _Job) -> _Done:
     embedded = {name: encoder.new() for name, encoder in encoders_here.items()}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
     return _Done(run, {name: new for name, new in embedded.items() if new[0]},
-                 encoders.kernel_class() if job.encoders else "", started, time.time(), peak)
+                 encoders.kernel_class() if job.encoders else "", started, time.time(), time.process_time() - cpu,
+                 peak)
 
 
 def _node_index(path: str, ids: str, packed: Any) -> str:
