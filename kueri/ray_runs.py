@@ -39,10 +39,10 @@ import shutil
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from kueri.lucene import AnalyzerConfig, LuceneIndex
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Passages embedded on the nodes are appended to the driver's store this many at a time (fewer, larger chunks).
 APPEND_PASSAGES = 512
@@ -246,7 +247,7 @@ def _dispatch(ray: Any, ray_run: RayRun, job: _Job, todo: Iterator[tuple[int, li
             if not pending:
                 return
             # a timeout, so that ^C and SIGTERM reach this thread while every task is still running
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            ready, _ = _signalled(lambda: ray.wait(list(pending), num_returns=1, timeout=1.0))
             for ref in ready:
                 number, batch_topics = pending.pop(ref)
                 done = _result(ray, ref, batch_topics, ray_run.address)
@@ -268,13 +269,24 @@ def _dispatch(ray: Any, ray_run: RayRun, job: _Job, todo: Iterator[tuple[int, li
         bar.close()
 
 
+def _signalled(call: Callable[[], T]) -> T:
+    """``call()``, a Ray call; ^C or SIGTERM during it raised as such. A signal handler's exception raised while Ray's
+    C code runs comes back as a SystemError ("returned a result with an exception set") whose cause it is."""
+    try:
+        return call()
+    except SystemError as exc:
+        if isinstance(exc.__cause__, BaseException) and not isinstance(exc.__cause__, Exception):
+            raise exc.__cause__ from None
+        raise
+
+
 def _result(ray: Any, ref: Any, topics: list[Topic], address: str) -> _Done:
     """A task's result; its failure as one line naming its topics (a kueri error keeps its own message)."""
     import ray.exceptions as errors
 
     which = f"topics {topics[0].number}-{topics[-1].number}" if len(topics) > 1 else f"topic {topics[0].number}"
     try:
-        return ray.get(ref)
+        return _signalled(lambda: ray.get(ref))
     except errors.RayTaskError as exc:
         cause = getattr(exc, "cause", None)
         if isinstance(cause, KueriError):  # its own message and exit code, naming the topics
