@@ -78,6 +78,10 @@ class RayRun:
     copy_index: bool = False
     journal: Path | None = field(default=None, repr=False)
 
+    def run(self, pipeline: Pipeline, config: RunConfig, candidates: Run | None = None) -> Run:
+        """:func:`run_on_ray` (what :func:`kueri.pipeline.run_config` and ``run_given`` call it for)."""
+        return run_on_ray(pipeline, config, self, candidates)
+
     def forget(self) -> None:
         if self.journal is not None:
             shutil.rmtree(self.journal, ignore_errors=True)
