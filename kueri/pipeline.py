@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kueri.config import RunConfig, get_config
 from kueri.errors import BrokenCache, EmptyRun, IncompatibleIndex, KueriError
@@ -31,6 +31,14 @@ from kueri.stages.given import given_stages
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class Elsewhere(Protocol):
+    """Where a pipeline's stages may run instead of in this process (:class:`kueri.ray_runs.RayRun`: the topics as
+    tasks of a Ray cluster), giving the run :meth:`Pipeline.run` (or, with ``candidates``, :meth:`Pipeline.run_given`)
+    gives."""
+
+    def run(self, pipeline: Pipeline, config: RunConfig, candidates: Run | None = None) -> Run: ...
 
 
 #: A corpus: its files (a file or a folder of them), or passages given with their texts.
@@ -317,10 +325,12 @@ def run_config(
     *,
     skip_bad: bool = False,
     progress: bool = True,
+    ray: Elsewhere | None = None,
 ) -> Run:
-    """Everything ``config`` describes, from corpus and topics to a validated run."""
+    """Everything ``config`` describes, from corpus and topics to a validated run; with ``ray``, the topics as tasks
+    of a Ray cluster (:mod:`kueri.ray_runs`: the same run)."""
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
-        return pipeline.run(config)
+        return ray.run(pipeline, config) if ray is not None else pipeline.run(config)
 
 
 def run_given(
@@ -333,13 +343,14 @@ def run_given(
     skip_bad: bool = False,
     progress: bool = True,
     source: str = "the given run",
+    ray: Elsewhere | None = None,
 ) -> Run:
     """``config``'s stages after its first over ``candidates`` (any first stage's run, e.g. TIRA's re-rank input),
     validated: the one way in for given candidates (``kueri tira``, ``kueri rerank``, PyTerrier's ``Rerank``).
 
     The passages' texts and the second stage's BM25 statistics come from ``corpus``: the corpus's files, or the
     candidates' own texts (:class:`~kueri.parse.TextCorpus`, indexed as they are). ``source`` names the candidates
-    in errors."""
+    in errors. ``ray``: the topics as tasks of a Ray cluster (:mod:`kueri.ray_runs`: the same run)."""
     known = {t.number for t in topics}
     unknown = [qid for qid in candidates if qid not in known]
     if unknown:
@@ -348,7 +359,7 @@ def run_given(
         log.info("no corpus: the second stage's BM25 features use the statistics of the %d candidates alone",
                  len(corpus.texts))
     with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
-        return pipeline.run_given(config, candidates)
+        return ray.run(pipeline, config, candidates) if ray is not None else pipeline.run_given(config, candidates)
 
 
 def validate_run(run: Run, topics: Iterable[Topic], max_hits: int = 1000) -> None:

@@ -43,14 +43,19 @@ log = logging.getLogger(__name__)
 #: A task is run again this often when its worker process (or node) dies.
 TASK_RETRIES = 3
 
+#: Topics per task of a run on Ray (``--ray-batch``) by default: small, so that even the sample's 50 topics make 13
+#: tasks, several in flight at once, and a lost worker loses little; a task's fixed costs (opening the index, loading
+#: the models) are paid once per worker process, not per task.
+RAY_BATCH = 4
+
 
 #: Signals a JVM catches as part of its normal work (SIGSEGV: implicit null checks in compiled code, ...).
 _FAULT_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
 
 
 @contextlib.contextmanager
-def _native_fault_handlers_kept() -> Iterator[None]:
-    """Put back, after the block, the native handlers of :data:`_FAULT_SIGNALS` installed before it.
+def _native_fault_handlers_kept(numbers: tuple[int, ...] = _FAULT_SIGNALS) -> Iterator[None]:
+    """Put back, after the block, the native handlers of ``numbers`` (:data:`_FAULT_SIGNALS`) installed before it.
 
     ``ray.init`` installs crash-report handlers for these signals that re-send the signal with ``kill``. A JVM in
     this process (Lucene, started before) takes real SIGSEGVs in its compiled code and handles them; through
@@ -61,7 +66,7 @@ def _native_fault_handlers_kept() -> Iterator[None]:
     saved = {}
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        for number in _FAULT_SIGNALS:
+        for number in numbers:
             action = ctypes.create_string_buffer(512)  # more than sizeof(struct sigaction) (152 on x86-64 glibc)
             if libc.sigaction(int(number), None, action) == 0 and any(action.raw[:8]):  # a handler, not SIG_DFL
                 saved[number] = action
@@ -90,9 +95,14 @@ def connect(address: str) -> Any:
             socket.create_connection((host, int(port)), timeout=5).close()
         except OSError as exc:
             raise EnvironmentProblem(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
+    # ray.init sets a SIGTERM handler of its own (sys.exit(15), after a crash report on stderr): the command's own
+    # (kueri.cli: unwind like ^C, say so in one line) is put back, or a stopped driver would end without its line.
+    python_handler = signal.getsignal(signal.SIGTERM)
     try:
-        with _native_fault_handlers_kept():
+        with _native_fault_handlers_kept(_FAULT_SIGNALS + (signal.SIGTERM,)):
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        if python_handler is not None:
+            signal.signal(signal.SIGTERM, python_handler)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise EnvironmentProblem(f"cannot connect to the Ray cluster at {address}: {first}") from None

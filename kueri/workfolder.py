@@ -76,6 +76,8 @@ def entries(workdir: str | Path) -> list[Entry]:
             kind, about = "other", "the passages of a re-rank input, written by an older kueri (unused now)"
         elif name.startswith("embeddings-") and path.is_dir():
             kind, about = "embeddings", f"passage embeddings ({name.removeprefix('embeddings-')})"
+        elif name.startswith("ray-run-") and path.is_dir():
+            kind, about = "unfinished", "the finished batches of a run on Ray (the same command resumes from them)"
         elif name.startswith("embeddings-") and name.endswith(".npz"):
             kind, about = "embeddings", "former passage embeddings file (read into its store by the next run)"
         else:

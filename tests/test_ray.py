@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,7 +30,7 @@ from kueri.lucene import MANIFEST, LuceneIndex, build_index  # noqa: E402
 from kueri.parse import PassageReader, read_topics  # noqa: E402
 from kueri.pipeline import search_run  # noqa: E402
 from kueri.scaleout import cluster_processes, local_cluster, start_local_cluster, stop_local_cluster  # noqa: E402
-from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS  # noqa: E402
+from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS, write_topics  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -133,6 +134,12 @@ def test_an_unreachable_cluster_is_one_line(tmp_path):
     assert result.returncode == 3, result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("kueri: error: cannot reach the Ray cluster at 127.0.0.1:")
     assert not (tmp_path / "i").exists()
+    result = kueri("run", "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS), "--output",
+                   str(tmp_path / "run.txt"), "--workdir", str(tmp_path / "work"), "--ray", f"127.0.0.1:{free_port()}",
+                   timeout=120)
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("kueri: error: cannot reach the Ray cluster at 127.0.0.1:")
+    assert not (tmp_path / "run.txt").exists() and not list((tmp_path / "work").glob("index-*"))
 
 
 def test_stance_on_ray_labels_as_the_local_command(cluster, tmp_path):
@@ -195,3 +202,166 @@ def driver_task(address: str) -> subprocess.CompletedProcess:
     code = "import ray, sys; ray.init(address=sys.argv[1]); print(ray.get(ray.remote(lambda: 7).remote()))"
     return subprocess.run([sys.executable, "-c", code, address], env={**os.environ, **RAY_ENV}, capture_output=True,
                           text=True, timeout=300)
+
+
+# -- a whole run on Ray ------------------------------------------------------------------------------------------
+
+#: Four of the sample's topics (between them FIRST, SECOND and NO): one a task, two at once on the 2-CPU head.
+RUN_TOPICS = ("2", "34", "55", "91")
+
+
+@pytest.fixture(scope="module")
+def few_topics(tmp_path_factory) -> Path:
+    return write_topics(RUN_TOPICS, tmp_path_factory.mktemp("topics") / "topics.xml")
+
+
+@pytest.fixture(scope="module")
+def local_default(few_topics, tmp_path_factory) -> tuple[Path, Path]:
+    """The local default run of the four topics (100 hits), and its work folder (its stores now hold the embeddings)."""
+    folder = tmp_path_factory.mktemp("local-default")
+    made = kueri("run", "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics), "--hits", "100", "--output",
+                 str(folder / "run.txt"), "--workdir", str(folder / "work"), "-q")
+    assert made.returncode == 0, made.stderr
+    return folder / "run.txt", folder / "work"
+
+
+def stored_passages(workdir: Path) -> dict[str, int]:
+    """Passages in each embeddings store of a work folder, counted from its chunks' headers."""
+    counts = {}
+    for store in sorted(workdir.glob("embeddings-*")):
+        if store.is_dir():
+            counts[store.name] = sum(int.from_bytes(chunk.read_bytes()[4:8], "little")
+                                     for chunk in store.glob("chunk-*.emb"))
+    return counts
+
+
+def test_the_default_on_ray_writes_the_local_run_file_and_fills_the_one_store(cluster, few_topics, local_default,
+                                                                              tmp_path):
+    local, local_work = local_default
+    work = tmp_path / "work"  # cold: the nodes embed every candidate, the driver's one store gets them
+    remote = kueri("run", "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics), "--hits", "100", "--output",
+                   str(tmp_path / "ray.txt"), "--workdir", str(work), "--ray", cluster, "--ray-batch", "1")
+    assert remote.returncode == 0, remote.stderr
+    assert (tmp_path / "ray.txt").read_bytes() == local.read_bytes()
+    assert {line.split()[1] for line in local.read_text().splitlines()} >= {"FIRST", "SECOND", "NO"}
+    summary = next(line for line in remote.stderr.splitlines() if "Ray run:" in line)
+    assert "4 topics in 4 tasks" in summary and "at most 2 at once" in summary, summary
+    # the nodes' embeddings came back into the driver's stores: the passages the local run embedded, each once
+    assert stored_passages(work) == stored_passages(local_work) and all(stored_passages(work).values())
+    assert not list(work.glob("ray-run-*"))  # the finished batches are gone once the run file is written
+
+
+@pytest.fixture(scope="module")
+def local_row16(tmp_path_factory) -> tuple[list[str], Path]:
+    """Row 16's command (all 50 topics) without --output, and its local run file."""
+    folder = tmp_path_factory.mktemp("row-16")
+    command = ["run", "--config", "row-16", "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
+               "--workdir", str(folder / "work"), "-q"]
+    local = kueri(*command, "--output", str(folder / "local.txt"))
+    assert local.returncode == 0, local.stderr
+    return command, folder / "local.txt"
+
+
+def test_a_feedback_row_on_ray_writes_the_local_run_file(cluster, local_row16, tmp_path):
+    """Row 16 (graded relevance feedback: its run lists the judged topics by number, the batches' runs are sorted
+    so); the fusion rows sort alike (row 24, fusion and quality, compared in benchmarks/bench_ray.py)."""
+    command, local = local_row16
+    remote = kueri(*command, "--output", str(tmp_path / "ray.txt"), "--ray", cluster, "--ray-batch", "7")
+    assert remote.returncode == 0, remote.stderr
+    assert (tmp_path / "ray.txt").read_bytes() == local.read_bytes()
+
+
+def batch_workers() -> list[int]:
+    listing = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in listing.splitlines() if "ray::_run_batch" in line]
+
+
+def test_a_stopped_driver_resumes_and_a_killed_worker_is_survived(cluster, local_row16, tmp_path):
+    """SIGTERM to the driver once some batches are back: no run file, the finished batches kept; the same command
+    then runs only the others, survives a worker killed mid-task, and writes the local run."""
+    command, local = local_row16
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}
+    output = tmp_path / "ray.txt"
+    argv = [sys.executable, "-m", "kueri", *command[:-1], "--output", str(output), "--ray", cluster, "--ray-batch",
+            "2"]
+    journal = Path(command[command.index("--workdir") + 1])
+    driver = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while driver.poll() is None and time.monotonic() < deadline and len(list(journal.glob("ray-run-*/batch-*"))) < 3:
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=120)
+    assert driver.returncode not in (0, None), err
+    assert "stopped by SIGTERM" in err and not output.exists()
+    kept = len(list(journal.glob("ray-run-*/batch-*")))
+    assert 3 <= kept < 25
+
+    driver = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and time.monotonic() < deadline and driver.poll() is None:
+        workers = batch_workers()
+        if workers:
+            os.kill(workers[0], signal.SIGKILL)
+            killed = workers[0]
+        time.sleep(0.02)
+    _, err = driver.communicate(timeout=600)
+    assert killed is not None, "no batch task was ever seen running"
+    assert driver.returncode == 0, err
+    assert f"{kept} of 25 batches finished before" in err, err[-2000:]
+    assert output.read_bytes() == local.read_bytes()
+    assert not list(journal.glob("ray-run-*"))
+
+
+@pytest.fixture(scope="module")
+def row07_run(few_topics, local_default) -> Path:
+    """Row 07's run of the four topics (made here): candidates to re-rank, and the run my-software.sh must write."""
+    path = local_default[0].parent / "row-07.txt"
+    made = kueri("run", "--config", "row-07", "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics), "--output",
+                 str(path), "--workdir", str(local_default[1]), "-q")
+    assert made.returncode == 0, made.stderr
+    return path
+
+
+def test_a_rerank_of_given_candidates_on_ray_writes_the_local_run_file(cluster, few_topics, local_default, row07_run,
+                                                                       tmp_path):
+    """The default's later stages over row 07's candidates (a warm work folder: nothing to embed)."""
+    common = ["rerank", str(row07_run), "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics), "--workdir",
+              str(local_default[1]), "-q"]
+    local = kueri(*common, "--output", str(tmp_path / "local.txt"))
+    remote = kueri(*common, "--output", str(tmp_path / "ray.txt"), "--ray", cluster, "--ray-batch", "1")
+    assert local.returncode == 0 and remote.returncode == 0, local.stderr + remote.stderr
+    assert (tmp_path / "ray.txt").read_bytes() == (tmp_path / "local.txt").read_bytes()
+    assert (tmp_path / "ray.txt").read_text() != row07_run.read_text()  # reranked and labelled
+
+
+def test_my_software_reaches_ray_through_kueri_ray(cluster, few_topics, local_default, row07_run, tmp_path):
+    given = tmp_path / "in"
+    given.mkdir()
+    (given / "topics.xml").write_bytes(few_topics.read_bytes())
+    (given / "passages.jsonl.gz").symlink_to(SAMPLE_CORPUS)
+    env = {**os.environ, **RAY_ENV, "KUERI_RAY": cluster, "KUERI_PYTHON": sys.executable}
+    result = subprocess.run([str(ROOT / "my-software.sh"), "-i", str(given), "-o", str(tmp_path / "out"), "-c",
+                             "row-07", "-w", str(local_default[1])], env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "Ray run: 4 topics in 1 tasks" in result.stderr, result.stderr[-2000:]
+    assert (tmp_path / "out" / "run.txt").read_bytes() == row07_run.read_bytes()
+
+
+def test_the_index_travels_to_nodes_that_do_not_see_the_work_folder(cluster, few_topics, local_default, row07_run,
+                                                                    tmp_path):
+    """--ray-copy-index: each node unpacks the index once into its temp folder and searches that copy."""
+    copies = Path(tempfile.gettempdir()) / "kueri-ray-indexes"
+    before = set(copies.iterdir()) if copies.is_dir() else set()
+    remote = kueri("run", "--config", "row-07", "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics),
+                   "--output", str(tmp_path / "ray.txt"), "--workdir", str(local_default[1]), "--ray", cluster,
+                   "--ray-batch", "1", "--ray-copy-index", "-q")
+    try:
+        assert remote.returncode == 0, remote.stderr
+        assert (tmp_path / "ray.txt").read_bytes() == row07_run.read_bytes()
+        copied = [path.name.rsplit("-", 1)[0] for path in set(copies.iterdir()) - before if path.is_dir()]
+        assert len(copied) == 1 and (local_default[1] / copied[0]).is_dir(), copied  # one copy, for both workers
+    finally:
+        for path in set(copies.iterdir()) - before if copies.is_dir() else ():
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)

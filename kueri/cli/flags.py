@@ -7,11 +7,16 @@ The commands only parse: what the flags mean for a configuration is decided by
 from __future__ import annotations
 
 import argparse
+import os
+from typing import TYPE_CHECKING
 
 from kueri import stages
 from kueri.config import Overrides, RunConfig, get_config
 from kueri.errors import KueriError
 from kueri.records import Topic
+
+if TYPE_CHECKING:
+    from kueri.ray_runs import RayRun
 
 
 def add_config_flag(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +90,29 @@ def add_later_stage_flags(parser: argparse.ArgumentParser) -> None:
         if kind.name != "retrieval":
             for option in kind.options:
                 option.add_to(group)
+
+
+def add_ray_flags(parser: argparse.ArgumentParser) -> None:
+    """``--ray``, ``--ray-batch`` and ``--ray-copy-index``: a run's topics as tasks of a Ray cluster."""
+    from kueri.scaleout import RAY_BATCH
+
+    group = parser.add_argument_group("Ray (the topics as tasks of a cluster: the same run file)")
+    group.add_argument("--ray", metavar="ADDRESS", default=os.environ.get("KUERI_RAY") or None,
+                       help="run the stages after the index on a Ray cluster, --ray-batch topics a task: auto, or the "
+                       "head's host:port (default: KUERI_RAY; every node needs kueri[ray] and sees the work folder, "
+                       "or give --ray-copy-index)")
+    group.add_argument("--ray-batch", type=int, metavar="N", default=RAY_BATCH,
+                       help=f"topics per Ray task ({RAY_BATCH})")
+    group.add_argument("--ray-copy-index", action="store_true",
+                       help="send the index to each node once through Ray's object store (nodes that do not see "
+                       "the work folder)")
+
+
+def ray_of(args: argparse.Namespace) -> RayRun | None:
+    """What ``--ray`` and its companions ask for (None: run here)."""
+    from kueri.ray_runs import RayRun
+
+    return RayRun(args.ray, args.ray_batch, args.ray_copy_index) if args.ray else None
 
 
 def topics_of(args: argparse.Namespace) -> list[Topic]:

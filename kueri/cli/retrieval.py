@@ -13,9 +13,11 @@ from kueri.cli.flags import (
     add_config_flag,
     add_first_stage_flags,
     add_ranking_flags,
+    add_ray_flags,
     add_stage_flags,
     add_workdir_flag,
     config_from,
+    ray_of,
     topics_of,
 )
 from kueri.config import RunConfig
@@ -115,8 +117,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise KueriError("give --corpus (or --dataset, whose documents are the corpus)")
         topics = topics_of(args)
     log.info("configuration %s: %s", config.name, config.summary())
-    run = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
+    ray = ray_of(args)
+    run = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress, ray=ray)
     write(run, args.output, config.run_tag)
+    if ray is not None:
+        ray.forget()  # the finished batches, kept until the run file was written
     return 0
 
 
@@ -291,6 +296,7 @@ def _add_run_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     add_analyzer_flags(p)
     add_ranking_flags(p)
     add_stage_flags(p)
+    add_ray_flags(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("feedback", parents=[common],

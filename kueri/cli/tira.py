@@ -12,9 +12,11 @@ from typing import Any
 from kueri.cli.flags import (
     add_config_flag,
     add_later_stage_flags,
+    add_ray_flags,
     add_stage_flags,
     add_workdir_flag,
     config_from,
+    ray_of,
     topics_of,
 )
 from kueri.cli.retrieval import write
@@ -36,6 +38,7 @@ def cmd_tira(args: argparse.Namespace) -> int:
         raise EnvironmentProblem(f"{run_file}: a folder is in the way of the run file")
     run_file.unlink(missing_ok=True)  # a failure below must not leave an older run looking like this one's
     found = detect_input(Path(args.input))
+    ray = ray_of(args)
     log.info("kueri: configuration %s (%s)", config.name, config.description)
     log.info("kueri: %s", config.summary())
     if found.kind == RE_RANK:
@@ -45,7 +48,7 @@ def cmd_tira(args: argparse.Namespace) -> int:
         log.info("kueri: TIRA's re-rank input %s: %d candidates of %d topics", found.rerank,
                  sum(len(hits) for hits in given.run.values()), len(given.run))
         run = run_given(config, given.run, topics, given.corpus, args.workdir, progress=args.progress,
-                        source=str(found.rerank))
+                        source=str(found.rerank), ray=ray)
     else:
         assert found.topics is not None and found.corpus is not None
         if found.kind == FULL_RANK:
@@ -53,8 +56,11 @@ def cmd_tira(args: argparse.Namespace) -> int:
             topics = read_queries(found.topics)
         else:
             topics = read_topics(found.topics)
-        run = run_config(config, found.corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress)
+        run = run_config(config, found.corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress,
+                         ray=ray)
     write(run, run_file, config.run_tag)
+    if ray is not None:
+        ray.forget()  # the finished batches, kept until the run file was written
     missing = [t.number for t in topics if t.number not in run]
     if missing:
         log.info("note: %d topic(s) retrieved nothing: %s", len(missing), " ".join(missing))
@@ -85,9 +91,12 @@ def cmd_rerank(args: argparse.Namespace) -> int:
         if not (args.topics or args.dataset):
             raise KueriError(f"{source}: a run file has no queries: give --topics or --dataset")
         topics, run, corpus = topics_of(args), read_run(source), args.corpus
+    ray = ray_of(args)
     reranked = run_given(config, run, topics, corpus, args.workdir, skip_bad=args.skip_bad, progress=args.progress,
-                         source=str(source))
+                         source=str(source), ray=ray)
     write(reranked, args.output, config.run_tag)
+    if ray is not None:
+        ray.forget()  # the finished batches, kept until the run file was written
     return 0
 
 
@@ -107,6 +116,7 @@ def add_tira_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
     add_config_flag(p)
     add_stage_flags(p)
+    add_ray_flags(p)
     p.set_defaults(func=cmd_tira)
 
 
@@ -133,5 +143,6 @@ def add_rerank_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-bad", action="store_true", help="skip and count bad corpus lines instead of stopping")
     add_workdir_flag(p)
     add_later_stage_flags(p)
+    add_ray_flags(p)
     p.add_argument("--scores", dest="quality_rerank", help=argparse.SUPPRESS)  # deprecated: the old name of --quality
     p.set_defaults(func=cmd_rerank)

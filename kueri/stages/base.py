@@ -50,13 +50,16 @@ class Stage(Protocol):
     ``needs_objects`` (reads the topics' two objects), ``adds`` (result columns it adds, e.g. ``stance``),
     ``embeds()`` (the encoders of :mod:`kueri.encoders` whose passage embeddings it reads: a server embeds the
     corpus ahead with them), ``reads_title_scores`` (it reads the scores of the configuration's title search, not
-    just any first stage's: given candidates are scored by that search first, :mod:`kueri.stages.given`) and, for a
+    just any first stage's: given candidates are scored by that search first, :mod:`kueri.stages.given`),
+    ``orders_topics`` (its run lists the topics by number, :func:`~kueri.records.topic_key`, not in the order it got
+    them: a run made of batches of topics is then sorted so, :mod:`kueri.ray_runs`) and, for a
     first stage, ``title_search()`` (that search: the stage itself, or its lexical half; None: it has none)."""
 
     name: str
     needs_objects: bool
     adds: tuple[str, ...]
     reads_title_scores: bool
+    orders_topics: bool
 
     def summary(self) -> str: ...
 
@@ -69,11 +72,13 @@ class Stage(Protocol):
 
 class StageDefaults:
     """What most stages are (a stage class may inherit it): it reads no topic objects, adds no result column, reads
-    no passage embeddings and no title-search scores, and has no title search of its own."""
+    no passage embeddings and no title-search scores, keeps the topics in the order it got them, and has no title
+    search of its own."""
 
     needs_objects: bool = False
     adds: tuple[str, ...] = ()
     reads_title_scores: bool = False
+    orders_topics: bool = False
 
     def embeds(self) -> tuple[str, ...]:
         return ()

@@ -16,6 +16,7 @@ class QualityRerank(StageDefaults):
 
     source: str
     name = "quality"
+    orders_topics = True  # times_quality lists topics by number
 
     def summary(self) -> str:
         return f"quality rerank ({self.source})"

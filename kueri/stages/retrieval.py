@@ -62,6 +62,7 @@ class Feedback(StageDefaults):
     feedback: FeedbackConfig
     hits: int
     name = "feedback"
+    orders_topics = True  # the judged topics, by number
 
     def summary(self) -> str:
         return "; ".join([self.analyzer.summary(), f"graded relevance feedback from {self.feedback.judgments}, BM25",
@@ -80,6 +81,7 @@ class Fuse(StageDefaults):
     hits: int
     tie_order: str
     name = "fuse"
+    orders_topics = True  # fusion lists topics by number
 
     def summary(self) -> str:
         return f"RRF (k={self.k:g}) of {', '.join(self.names)}; {self.hits} hits"
@@ -147,6 +149,7 @@ class Hybrid(StageDefaults):
     rrf_k: float
     hits: int
     name = "hybrid"
+    orders_topics = True  # fusion lists topics by number
 
     @property
     def needs_objects(self) -> bool:

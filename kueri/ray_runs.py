@@ -1,0 +1,577 @@
+"""A run's topics as tasks of a Ray cluster: ``kueri run``, ``kueri tira`` and ``kueri rerank`` with ``--ray``.
+
+The driver (this process) connects first (an unreachable cluster is one line before any work), builds or reuses the
+indexes the configuration searches in its work folder, and cuts the topics (for given candidates: the candidates'
+topics, in their order) into batches of at most ``--ray-batch``. Each batch is one task that applies the
+configuration's stages after the index (first stage, second stage, quality, stance) to its topics on a node, in a
+:class:`~kueri.pipeline.Pipeline` over the driver's open indexes: every stage works topic by topic (a topic's hits,
+features, embeddings and labels do not depend on the other topics), so the batches' runs joined in batch order are
+the local run, and the file is byte for byte the local command's. A stage that lists topics by number instead of in
+the topics' order (``orders_topics``: feedback, fusion, quality) is followed: the joined run is then sorted as it
+sorts.
+
+Nodes open the indexes where the driver built them: the work folder must be a folder every node sees (as
+``kueri index --shard-dir``), or, with ``--ray-copy-index``, each index travels once through Ray's object store and
+each node unpacks it once into its own temp folder. Models load from each node's own install, as for ``kueri embed
+--ray``; a node whose CPU computes the encoders with another kernel class than the driver's is refused.
+
+Passage embeddings: a task reads the encoders' stores in the driver's work folder where its node sees them (so a
+passage the driver already holds is never embedded again), embeds what is missing, and sends the new vectors back;
+the driver appends them to its one store through the store's normal append path (a few chunks at a time, not one per
+task). Nodes never write to the work folder.
+
+Failures: Ray runs a task again when its worker (or node) dies (:data:`~kueri.scaleout.TASK_RETRIES`); a task only
+returns values, so running it twice is harmless. Each finished batch is kept in the work folder
+(``ray-run-<key>/``) as it comes back: the same command after a lost driver, ^C or a lost cluster runs only the
+batches not finished, and the run file is written atomically once every batch is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import os
+import resource
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from kueri.errors import EnvironmentProblem, KueriError
+from kueri.files import file_lock, write_bytes_atomic
+from kueri.pipeline import Pipeline, corpus_fingerprint, validate_run
+from kueri.records import Hit, Run, Topic, topic_key
+from kueri.scaleout import RAY_BATCH
+
+if TYPE_CHECKING:
+    from kueri.config import RunConfig
+    from kueri.lucene import AnalyzerConfig, LuceneIndex
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Passages embedded on the nodes are appended to the driver's store this many at a time (fewer, larger chunks).
+APPEND_PASSAGES = 512
+
+#: Vectors a worker process keeps of what it embedded itself (for a node that does not see the store): a bound on
+#: its memory (e5's 768 float32 are 3 KB a passage).
+WORKER_CACHE_PASSAGES = 20_000
+
+
+@dataclass
+class RayRun:
+    """How a run goes on Ray: the cluster's ``address``, topics per task, whether the indexes travel to the nodes.
+    ``journal`` is the folder of the finished batches of the run under way (set by :func:`run_on_ray`); the command
+    removes it with :meth:`forget` once the run file is written."""
+
+    address: str
+    batch: int = RAY_BATCH
+    copy_index: bool = False
+    journal: Path | None = field(default=None, repr=False)
+
+    def run(self, pipeline: Pipeline, config: RunConfig, candidates: Run | None = None) -> Run:
+        """:func:`run_on_ray` (what :func:`kueri.pipeline.run_config` and ``run_given`` call it for)."""
+        return run_on_ray(pipeline, config, self, candidates)
+
+    def forget(self) -> None:
+        if self.journal is not None:
+            shutil.rmtree(self.journal, ignore_errors=True)
+            self.journal = None
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every task of one run shares (it travels once through the object store)."""
+
+    config: RunConfig
+    corpus: str  # named in messages only: the nodes read the indexes, never the corpus
+    indexes: tuple[tuple[AnalyzerConfig, str, str], ...]  # analyzer, the driver's index folder, its ids' digest
+    packed: tuple[Any, ...]  # with --ray-copy-index: an object ref per index, its folder as a tar
+    workdir: str  # the driver's work folder: its embedding stores are read where a node sees them
+    encoders: tuple[str, ...]  # the encoders whose passage embeddings the stages read
+    vectors: tuple[tuple[str, str], ...]  # (index folder, encoder) of a dense first stage's vectors
+    skip_bad: bool
+
+
+@dataclass
+class _Done:
+    """What a task sends back."""
+
+    run: Run
+    embedded: dict[str, tuple[list[bytes], bytes]]  # encoder -> the passages it embedded: digests, float32 bytes
+    kernels: str  # the node's kernel class ("" when no encoder was used)
+    started: float  # wall clock (time.time) on the node: when it began and ended, for how many ran at once
+    ended: float
+    cpu: float  # CPU seconds of the worker process in the task (every thread: the JVM's, onnxruntime's)
+    peak_mb: float  # the worker process's peak resident memory so far
+
+
+# -- the driver -----------------------------------------------------------------------------------------------------
+
+
+def analyzers_of(config: RunConfig) -> list[AnalyzerConfig]:
+    """The analyzers of the indexes ``config``'s run searches (a fusion's: those of the configurations it fuses)."""
+    from kueri.config import get_config
+
+    if not config.fuse:
+        return [config.analyzer]
+    found: list[AnalyzerConfig] = []
+    for name in config.fuse:
+        for analyzer in analyzers_of(get_config(name)):
+            if analyzer not in found:
+                found.append(analyzer)
+    return found
+
+
+def run_on_ray(pipeline: Pipeline, config: RunConfig, ray_run: RayRun, candidates: Run | None = None) -> Run:
+    """``pipeline.run(config)`` (``candidates``: ``pipeline.run_given(config, candidates)``) with the topics as tasks
+    of the Ray cluster at ``ray_run.address``: the same run, validated."""
+    from kueri.scaleout import connect
+
+    if ray_run.batch < 1:
+        raise KueriError(f"--ray-batch must be at least 1, not {ray_run.batch}")
+    ray = connect(ray_run.address)  # before any work: an unreachable cluster is one line at once
+    if pipeline.adapt:
+        config = pipeline.adapt(config)
+    stages = config.stages()
+    indexes = {analyzer: pipeline.index(analyzer) for analyzer in analyzers_of(config)}
+    vectors = _prepare_vectors(pipeline, stages)
+    encoders = tuple(sorted({name for stage in stages[1:] for name in stage.embeds()}
+                            | {encoder for _, encoder in vectors}))
+    packed = tuple(ray.put(_pack(index.path)) for index in indexes.values()) if ray_run.copy_index else ()
+    job = _Job(config, str(pipeline.corpus), tuple((a, str(i.path), _ids_digest(i)) for a, i in indexes.items()),
+               packed, str(pipeline.workdir), encoders, tuple(vectors), pipeline.skip_bad)
+
+    by_number = {topic.number: topic for topic in pipeline.topics}
+    order = list(candidates) if candidates is not None else list(dict.fromkeys(t.number for t in pipeline.topics))
+    batches = [order[start : start + ray_run.batch] for start in range(0, len(order), ray_run.batch)]
+    key = _run_key(config, pipeline.topics, corpus_fingerprint(pipeline.corpus), candidates, ray_run.batch, job)
+    ray_run.journal = pipeline.workdir / f"ray-run-{key}"
+    finished = _finished(ray_run.journal, len(batches))
+    if finished:
+        log.info("Ray run: %d of %d batches finished before, kept in %s", len(finished), len(batches),
+                 ray_run.journal)
+
+    def payload(number: int) -> tuple[int, list[Topic], Run | None]:
+        qids = batches[number]
+        given = {qid: candidates[qid] for qid in qids} if candidates is not None else None
+        return number, [by_number[qid] for qid in qids], given
+
+    todo = (payload(number) for number in range(len(batches)) if number not in finished)
+    results = dict(finished)
+    stats = _Stats()
+    for number, done in _dispatch(ray, ray_run, job, todo, len(order), sum(len(batches[n]) for n in finished),
+                                  pipeline.progress, stats):
+        _save(ray_run.journal, number, done.run)
+        results[number] = done.run
+    merged: Run = {}
+    for number in range(len(batches)):
+        merged.update(results[number])
+    if any(getattr(stage, "orders_topics", False) for stage in [*stages, *_fused_stages(config)]):
+        merged = {qid: merged[qid] for qid in sorted(merged, key=topic_key)}
+    validate_run(merged, pipeline.topics, config.hits)
+    log.info("Ray run: %d topics in %d tasks (%d finished before) on %s; %s", len(order), stats.tasks,
+             len(finished), ray_run.address, stats.summary())
+    return merged
+
+
+def _fused_stages(config: RunConfig) -> list[Any]:
+    from kueri.config import get_config
+
+    return [stage for name in config.fuse for stage in get_config(name).stages()]
+
+
+@dataclass
+class _Stats:
+    """What the tasks of a run reported: how long, how many at once (by the nodes' clocks), memory, embeddings."""
+
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    cpu: float = 0.0
+    topics: int = 0
+    peak_mb: float = 0.0
+    embedded: int = 0
+
+    def add(self, done: _Done) -> None:
+        self.spans.append((done.started, done.ended))
+        self.cpu += done.cpu
+        self.topics += len(done.run)
+        self.peak_mb = max(self.peak_mb, done.peak_mb)
+        self.embedded += sum(len(digests) for digests, _ in done.embedded.values())
+
+    @property
+    def tasks(self) -> int:
+        return len(self.spans)
+
+    def at_once(self) -> int:
+        """The most tasks that ran at the same time."""
+        events = sorted([(start, 1) for start, _ in self.spans] + [(end, -1) for _, end in self.spans])
+        running = most = 0
+        for _, change in events:  # an end sorts before a start at the same instant
+            running += change
+            most = max(most, running)
+        return most
+
+    def summary(self) -> str:
+        mean = sum(end - start for start, end in self.spans) / self.tasks if self.tasks else 0.0
+        per_topic = self.cpu / self.topics if self.topics else 0.0
+        return (f"{mean:.1f} s a task on average, {per_topic:.2f} CPU s a topic, at most {self.at_once()} at once, "
+                f"worker memory at most "
+                f"{self.peak_mb:.0f} MB, {self.embedded} passages embedded on the nodes")
+
+
+def _dispatch(ray: Any, ray_run: RayRun, job: _Job, todo: Iterator[tuple[int, list[Topic], Run | None]],
+              topics: int, done_before: int, progress: bool, stats: _Stats) -> Iterator[tuple[int, _Done]]:
+    """Every batch of ``todo`` as a task, at most twice the cluster's CPUs in flight; each result as it comes back
+    (any order), its embeddings in the store first. The bar counts topics done across the cluster."""
+    from kueri import encoders
+    from kueri.progress import progress_bar
+    from kueri.scaleout import TASK_RETRIES, cluster_cpus
+
+    task = ray.remote(max_retries=TASK_RETRIES, num_cpus=1)(_run_batch)
+    job_ref = ray.put(job)
+    window = 2 * cluster_cpus(ray)
+    here = encoders.kernel_class() if job.encoders else ""
+    appender = _Appender(job.workdir, job.encoders)
+    pending: dict[Any, tuple[int, list[Topic]]] = {}
+    bar = progress_bar("topics on Ray", "topics", progress, total=topics, initial=done_before)
+    try:
+        while True:
+            while len(pending) < window and (item := next(todo, None)) is not None:
+                number, batch_topics, given = item
+                pending[task.remote((number, batch_topics, given), job_ref)] = (number, batch_topics)
+            if not pending:
+                return
+            # a timeout, so that ^C and SIGTERM reach this thread while every task is still running
+            ready, _ = _signalled(lambda: ray.wait(list(pending), num_returns=1, timeout=1.0))
+            for ref in ready:
+                number, batch_topics = pending.pop(ref)
+                done = _result(ray, ref, batch_topics, ray_run.address)
+                if done.kernels and done.kernels != here:
+                    raise KueriError(f"a Ray worker's CPU computes the encoders with {done.kernels} kernels, this "
+                                     f"machine with {here}: its embeddings would differ in the last bits; use nodes "
+                                     "of one kind")
+                appender.add(done.embedded)
+                stats.add(done)
+                bar.update(len(batch_topics))
+                yield number, done
+    except BaseException:  # the tasks still running are of no use now: their batches run again next time
+        for ref in pending:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        raise
+    finally:
+        appender.flush()
+        bar.close()
+
+
+def _signalled(call: Callable[[], T]) -> T:
+    """``call()``, a Ray call; ^C or SIGTERM during it raised as such. A signal handler's exception raised while Ray's
+    C code runs comes back as a SystemError ("returned a result with an exception set") whose cause it is."""
+    try:
+        return call()
+    except SystemError as exc:
+        if isinstance(exc.__cause__, BaseException) and not isinstance(exc.__cause__, Exception):
+            raise exc.__cause__ from None
+        raise
+
+
+def _result(ray: Any, ref: Any, topics: list[Topic], address: str) -> _Done:
+    """A task's result; its failure as one line naming its topics (a kueri error keeps its own message)."""
+    import ray.exceptions as errors
+
+    which = f"topics {topics[0].number}-{topics[-1].number}" if len(topics) > 1 else f"topic {topics[0].number}"
+    try:
+        return _signalled(lambda: ray.get(ref))
+    except errors.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, KueriError):  # its own message and exit code, naming the topics
+            error = KueriError(f"{which} on Ray: {cause}")
+            error.exit_code = cause.exit_code
+            raise error from None
+        raise KueriError(f"{which} on Ray: {type(cause).__name__ if cause else 'the task'} failed: {cause}") from None
+    except errors.WorkerCrashedError:
+        from kueri.scaleout import TASK_RETRIES
+
+        raise EnvironmentProblem(f"{which} on Ray: its worker died {TASK_RETRIES + 1} times") from None
+    except errors.RayError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise EnvironmentProblem(f"{which}: lost the Ray cluster at {address}: {first}") from None
+
+
+class _Appender:
+    """The driver's stores, getting the nodes' embeddings through their normal append path, a chunk of
+    :data:`APPEND_PASSAGES` at a time (what a lost driver loses at most: the next run embeds them again)."""
+
+    def __init__(self, workdir: str, names: Iterable[str]) -> None:
+        from kueri import encoders
+
+        self._stores = {name: encoders.get(name).store(workdir) for name in names}
+        self._waiting: dict[str, dict[bytes, np.ndarray]] = {name: {} for name in self._stores}
+
+    def add(self, embedded: dict[str, tuple[list[bytes], bytes]]) -> None:
+        for name, (digests, data) in embedded.items():
+            store = self._stores[name]
+            vectors = np.frombuffer(data, dtype=np.float32).reshape(len(digests), store.dimension)
+            waiting = self._waiting[name]
+            for digest, vector in zip(digests, vectors, strict=True):
+                waiting.setdefault(digest, vector)
+            if len(waiting) >= APPEND_PASSAGES:
+                self._append(name)
+
+    def flush(self) -> None:
+        for name in self._stores:
+            self._append(name)
+
+    def _append(self, name: str) -> None:
+        waiting, store = self._waiting[name], self._stores[name]
+        if not waiting:
+            return
+        with store.lock():
+            store.refresh()  # another process may have added some meanwhile: the same bits
+            new = [digest for digest in waiting if digest not in store]
+            if new:
+                store.append(new, np.stack([waiting[digest] for digest in new]))
+        waiting.clear()
+
+
+def _prepare_vectors(pipeline: Pipeline, stages: list[Any]) -> list[tuple[str, str]]:
+    """The vector indexes a dense or hybrid first stage searches, made here when missing (``kueri embed`` does it on
+    Ray): (index folder, encoder) for the nodes to open."""
+    from kueri.stages.retrieval import Dense, Hybrid
+
+    first = stages[0] if stages else None
+    dense = first.dense if isinstance(first, Hybrid) else first if isinstance(first, Dense) else None
+    if dense is None:
+        return []
+    index = pipeline.index(dense.analyzer)
+    pipeline.shared(("vectors", str(index.path), dense.encoder),
+                    lambda: dense.vectors(index, pipeline, pipeline.progress))
+    return [(str(index.path), dense.encoder)]
+
+
+def _ids_digest(index: LuceneIndex) -> str:
+    from kueri.lucene.vectors import ids_digest
+
+    return ids_digest(index.path)
+
+
+def _run_key(config: RunConfig, topics: list[Topic], corpus: Any, candidates: Run | None, batch: int,
+             job: _Job) -> str:
+    """What decides a run's batches: a finished batch is reused only under the same key."""
+    digest = hashlib.sha256()
+    for part in (repr(config), repr(topics), json.dumps(corpus, sort_keys=True), str(batch),
+                 repr([(path, ids) for _, path, ids in job.indexes])):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    if candidates is not None:
+        for qid, hits in candidates.items():
+            digest.update(f"{qid}\t{' '.join(f'{h.doc}:{h.score!r}:{h.stance}' for h in hits)}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def _save(journal: Path, number: int, run: Run) -> None:
+    journal.mkdir(parents=True, exist_ok=True)
+    rows = [[qid, [[hit.doc, hit.score, hit.stance] for hit in hits]] for qid, hits in run.items()]
+    write_bytes_atomic(journal / f"batch-{number:06d}.json", json.dumps(rows).encode())
+
+
+def _finished(journal: Path, batches: int) -> dict[int, Run]:
+    """The batches a former run of the same key finished (a damaged file is run again)."""
+    found: dict[int, Run] = {}
+    if not journal.is_dir():
+        return found
+    for path in sorted(journal.glob("batch-*.json")):
+        try:
+            number = int(path.stem.removeprefix("batch-"))
+            rows = json.loads(path.read_text())
+            run = {qid: [Hit(doc, float(score), stance) for doc, score, stance in hits] for qid, hits in rows}
+        except (OSError, ValueError, TypeError) as exc:
+            log.warning("%s: unreadable (%s), its topics are run again", path, exc)
+            continue
+        if 0 <= number < batches:
+            found[number] = run
+    return found
+
+
+def _pack(folder: Path) -> bytes:
+    """An index folder as an uncompressed tar (its files are compressed already)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(folder, arcname=folder.name)
+    return buffer.getvalue()
+
+
+# -- on a node ------------------------------------------------------------------------------------------------------
+
+#: A worker process's open indexes, models and encoders, kept for its next tasks.
+_WORKER_INDEXES: dict[str, LuceneIndex] = {}
+_WORKER_SHARED: dict[Any, Any] = {}
+_WORKER_ENCODERS: dict[str, Any] = {}
+
+
+def _run_batch(batch: tuple[int, list[Topic], Run | None], job: _Job) -> _Done:
+    """On a Ray worker: the run of one batch of topics (given candidates: of theirs), unvalidated (the driver
+    validates the whole run), and the passage embeddings it computed."""
+    from kueri import encoders
+    from kueri.lucene import LuceneIndex
+
+    started, cpu = time.time(), time.process_time()
+    number, topics, given = batch
+    os.environ["KUERI_WORKERS"] = "1"  # a task has one CPU: the stance labels in this process, never in a pool
+    indexes: dict[AnalyzerConfig, LuceneIndex] = {}
+    by_path: dict[str, LuceneIndex] = {}
+    for (analyzer, path, ids), packed in zip(job.indexes, job.packed or [None] * len(job.indexes), strict=True):
+        folder = _node_index(path, ids, packed)
+        if folder not in _WORKER_INDEXES:
+            _WORKER_INDEXES[folder] = LuceneIndex(folder)
+        indexes[analyzer] = by_path[path] = _WORKER_INDEXES[folder]
+    # nothing is written to this work folder (the indexes are given, the encoders are the task's)
+    pipeline = _TaskPipeline(job.corpus, topics, Path(tempfile.gettempdir()) / "kueri-ray-work",
+                             skip_bad=job.skip_bad, progress=False, indexes=dict(indexes), shared=_WORKER_SHARED)
+    encoders_here = {name: _TaskEncoder.of(name, job.workdir) for name in job.encoders}
+    for name, encoder in encoders_here.items():
+        encoder.begin()
+        _WORKER_SHARED[("stored-encoder", name, str(pipeline.workdir))] = encoder
+    for path, encoder_name in job.vectors:
+        key = ("vectors", str(by_path[path].path), encoder_name)
+        if key not in _WORKER_SHARED:
+            from kueri.dense import open_vectors
+
+            _WORKER_SHARED[key] = open_vectors(by_path[path], encoder_name, encoders.get(encoder_name).key())
+    run = pipeline.run(job.config) if given is None else pipeline.run_given(job.config, given)
+    embedded = {name: encoder.new() for name, encoder in encoders_here.items()}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+    return _Done(run, {name: new for name, new in embedded.items() if new[0]},
+                 encoders.kernel_class() if job.encoders else "", started, time.time(), time.process_time() - cpu,
+                 peak)
+
+
+def _node_index(path: str, ids: str, packed: Any) -> str:
+    """The folder of an index on this node: the driver's own where this node sees it (the same ids), else the copy
+    that travelled (``packed``), unpacked once per node into its temp folder."""
+    from kueri.lucene.vectors import ids_digest
+
+    if packed is None:
+        if not Path(path).is_dir():
+            raise EnvironmentProblem(f"{path}: this Ray node does not see the index (give a work folder every node "
+                                     "sees, or --ray-copy-index)")
+        return path
+    root = Path(tempfile.gettempdir()) / "kueri-ray-indexes"
+    target = root / f"{Path(path).name}-{ids[:16]}"
+    root.mkdir(parents=True, exist_ok=True)
+    with file_lock(root / f"{target.name}.lock", f"the copy of {path}"):
+        if target.is_dir() and ids_digest(target / Path(path).name) == ids:
+            return str(target / Path(path).name)
+        shutil.rmtree(target, ignore_errors=True)
+        partial = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=root))
+        import ray
+
+        data = packed if isinstance(packed, bytes) else ray.get(packed)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            tar.extractall(partial, filter="data")
+        partial.rename(target)
+    return str(target / Path(path).name)
+
+
+class _TaskPipeline(Pipeline):
+    """A pipeline over the driver's open indexes for one batch of topics: nothing is built or cached here, and an
+    empty run is no error (the batch's topics may all retrieve nothing; the driver checks the whole run)."""
+
+    def index(self, analyzer: AnalyzerConfig) -> LuceneIndex:
+        if analyzer not in self._indexes:
+            raise KueriError(f"a Ray task was given no index of {analyzer.summary()}")
+        return self._indexes[analyzer]
+
+    def _apply(self, stages: list[Any], hits: int) -> Run:
+        run: Run = {}
+        for stage in stages:
+            run = stage.apply(run, self)
+        if run:
+            validate_run(run, self.topics, hits)
+        return run
+
+
+class _TaskEncoder:
+    """An encoder on a node: passage embeddings from the driver's store where this node sees it, else from what this
+    worker embedded before, else embedded here (and sent back to the driver, :meth:`new`). Never writes a store."""
+
+    def __init__(self, name: str, workdir: str) -> None:
+        from kueri import encoders
+
+        entry = encoders.get(name)
+        self.name, self.dimension = name, entry.dimension
+        self._entry = entry
+        self._encoder: Any = None
+        self.store = entry.store(workdir) if Path(workdir).is_dir() else None
+        self._kept: dict[bytes, np.ndarray] = {}
+        self._new: dict[bytes, np.ndarray] = {}
+        self.progress = False
+        self.embedded = 0
+
+    @classmethod
+    def of(cls, name: str, workdir: str) -> _TaskEncoder:
+        """This worker's encoder ``name`` (made once, its model loaded once on first need)."""
+        key = f"{name}\0{workdir}"
+        if key not in _WORKER_ENCODERS:
+            _WORKER_ENCODERS[key] = cls(name, workdir)
+        return _WORKER_ENCODERS[key]
+
+    def begin(self) -> None:
+        """A new task: what the driver added to its store since is read; nothing new yet."""
+        if self.store is not None:
+            self.store.refresh()
+        self._new = {}
+
+    def new(self) -> tuple[list[bytes], bytes]:
+        digests = list(self._new)
+        vectors = np.stack([self._new[d] for d in digests]) if digests else np.zeros((0, self.dimension), np.float32)
+        return digests, np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
+
+    @property
+    def encoder(self) -> Any:
+        if self._encoder is None:
+            self._encoder = self._entry.load(threads=1)  # one task, one core
+        return self._encoder
+
+    def queries(self, texts: list[str]) -> np.ndarray:
+        return self.encoder.queries(texts)
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        from kueri.encoders import CHUNK_PASSAGES, text_digest
+
+        digests = [text_digest(text) for text in texts]
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        stored = [i for i, d in enumerate(digests) if self.store is not None and d in self.store]
+        if stored:
+            out[stored] = self.store.vectors([digests[i] for i in stored])  # type: ignore[union-attr]
+        todo: dict[bytes, str] = {}
+        for i, digest in enumerate(digests):
+            if self.store is not None and digest in self.store:
+                continue
+            if digest in self._kept:
+                out[i] = self._kept[digest]
+            else:
+                todo.setdefault(digest, texts[i])
+        missing = list(todo)
+        for start in range(0, len(missing), CHUNK_PASSAGES):
+            part = missing[start : start + CHUNK_PASSAGES]
+            vectors = np.asarray(self.encoder.passages([todo[d] for d in part]), dtype=np.float32)
+            if len(self._kept) + len(part) > WORKER_CACHE_PASSAGES:
+                self._kept.clear()
+            for digest, vector in zip(part, vectors, strict=True):
+                self._kept[digest] = vector
+                self._new[digest] = vector
+            self.embedded += len(part)
+        for i, digest in enumerate(digests):
+            if digest in todo:
+                out[i] = self._new[digest]
+        return out
