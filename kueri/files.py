@@ -32,6 +32,13 @@ log = logging.getLogger(__name__)
 DEFAULT_LOCK_TIMEOUT = 4 * 3600.0
 
 
+def _lock_file(path: str | Path) -> tuple[Path, int]:
+    """The lock file ``path`` (made, with its folder, when missing) and an open descriptor of it to lock."""
+    lock = Path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    return lock, os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+
+
 @contextlib.contextmanager
 def file_lock(path: str | Path, what: str, timeout: float | None = None) -> Iterator[None]:
     """Hold the exclusive lock ``path`` (created if missing) while the block runs.
@@ -41,9 +48,7 @@ def file_lock(path: str | Path, what: str, timeout: float | None = None) -> Iter
     """
     if timeout is None:
         timeout = float(os.environ.get("KUERI_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT))
-    lock = Path(path)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    lock, fd = _lock_file(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -68,9 +73,7 @@ def file_lock(path: str | Path, what: str, timeout: float | None = None) -> Iter
 def try_file_lock(path: str | Path) -> Iterator[bool]:
     """The exclusive lock ``path`` if no other process holds it (True, held for the block), without waiting
     (False): for work that another process holding the lock will do anyway."""
-    lock = Path(path)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _lock_file(path)[1]
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
