@@ -82,10 +82,18 @@ def examples(rows: list[tuple[str, list[str], str]]) -> tuple[list[str], list[in
     return texts, [LABELS.index(y) for y in labels]
 
 
-def lower_states(encoded: list[list[int]], first_layer: int) -> list[np.ndarray]:
-    """The hidden states after MiniLM's first ``first_layer`` layers (kueri's graph), one array per input."""
+def layers_of(tuned: TunedWeights) -> list[BertLayer]:
+    """Every layer of a tuned model: MiniLM's below its ``first_layer``, its own above."""
+    return [*base_weights().encoder.layers[:tuned.first_layer], *tuned.layers]
+
+
+def lower_states(encoded: list[list[int]], first_layer: int,
+                 layers: list[BertLayer] | None = None) -> list[np.ndarray]:
+    """The hidden states after the first ``first_layer`` of ``layers`` (default MiniLM's; kueri's graph), one array
+    per input."""
     base = base_weights()
     encoder = base.encoder
+    layers = encoder.layers if layers is None else layers
     if first_layer == 0:  # every layer is trained: the states are the normalised input embeddings
         weight, bias = encoder.embedding_norm
         out = []
@@ -96,7 +104,7 @@ def lower_states(encoded: list[list[int]], first_layer: int) -> list[np.ndarray]
             out.append((normal * weight + bias).astype(np.float32))
         return out
     lower = BertEncoder(encoder.name, encoder.hidden, encoder.heads, encoder.eps, encoder.embedding_norm,
-                        list(encoder.layers[:first_layer]))
+                        list(layers[:first_layer]))
     session = open_session(build_graph(lower), 2)
     out: list[np.ndarray] = [np.zeros(0)] * len(encoded)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
@@ -117,19 +125,22 @@ def lower_states(encoded: list[list[int]], first_layer: int) -> list[np.ndarray]
 def initial_parameters(first_layer: int, rng: np.random.Generator) -> dict:
     """The base's top layers as float32, and a head drawn from N(0, 0.02) (BERT's initialisation)."""
     encoder = base_weights().encoder
-    layers = []
-    for layer in encoder.layers[first_layer:]:
-        params = {}
-        for part in PARTS:
-            linear = layer.linear[part]
-            params[part] = {"w": linear.weight() if hasattr(linear, "values") else linear.weight,
-                            "b": np.asarray(linear.bias, dtype=np.float32)}
-        params["aln"] = {"w": layer.attention_norm[0], "b": layer.attention_norm[1]}
-        params["oln"] = {"w": layer.output_norm[0], "b": layer.output_norm[1]}
-        layers.append(params)
+    layers = [layer_parameters(layer) for layer in encoder.layers[first_layer:]]
     head = {"w": (rng.standard_normal((encoder.hidden, len(LABELS))) * 0.02).astype(np.float32),
             "b": np.zeros(len(LABELS), dtype=np.float32)}
     return {"layers": layers, "head": head}
+
+
+def layer_parameters(layer: BertLayer) -> dict:
+    """A layer's weights as float32 arrays (int8 blocks expanded), the form JAX trains."""
+    params = {}
+    for part in PARTS:
+        linear = layer.linear[part]
+        params[part] = {"w": linear.weight() if hasattr(linear, "values") else linear.weight,
+                        "b": np.asarray(linear.bias, dtype=np.float32)}
+    params["aln"] = {"w": layer.attention_norm[0], "b": layer.attention_norm[1]}
+    params["oln"] = {"w": layer.output_norm[0], "b": layer.output_norm[1]}
+    return params
 
 
 def forward(params: dict, states, mask_bias, heads: int, eps: float):

@@ -143,6 +143,28 @@ def load(states: States, name: str, items: list[Item]) -> Data:
     return Data(items, *states.of(name, items))
 
 
+def with_votes(data: Data, cache: Path) -> Data:
+    """``data`` with the sentence encoder's votes on its sentences naming both objects appended to each order's
+    state: the largest P(BETTER) and P(WORSE), their mean difference, and whether any sentence votes (the other
+    order's with BETTER and WORSE exchanged). Kept in ``cache``."""
+    from kueri.stance.encoders import SentenceEncoder
+
+    voting = sorted({tuple(s) for item in data.items for s in item.passage.sentences if OBJ1 in s and OBJ2 in s})
+    digest = hashlib.sha1("\0".join(" ".join(s) for s in voting).encode()).hexdigest()[:16]
+    path = cache / f"votes-{digest}.npy"
+    if not path.exists():
+        np.save(path, SentenceEncoder().probabilities([list(s) for s in voting]))
+    vote = dict(zip(voting, np.load(path), strict=True))
+    forward, backward = np.zeros((len(data.items), 4)), np.zeros((len(data.items), 4))
+    for row, item in enumerate(data.items):
+        votes = np.array([vote[tuple(s)] for s in item.passage.sentences if OBJ1 in s and OBJ2 in s])
+        if len(votes):
+            difference = float(np.mean(votes[:, 0] - votes[:, 1]))
+            forward[row] = votes[:, 0].max(), votes[:, 1].max(), difference, 1.0
+            backward[row] = votes[:, 1].max(), votes[:, 0].max(), -difference, 1.0
+    return Data(data.items, np.hstack([data.forward, forward]), np.hstack([data.backward, backward]))
+
+
 @dataclass(frozen=True)
 class Head:
     """A linear head over the encoder's first-token state (hidden x labels), standardisation folded in."""
@@ -290,19 +312,23 @@ def cross_validate(target: Data, rest: Data, shift_to: np.ndarray, assignments: 
         print("    " + best_confusion.replace("\n", "\n    "))
 
 
-def report_frozen(head: Head, frozen: Data, shift_to: np.ndarray) -> None:
-    """The frozen fifth, once: the model fitted on everything else, beside stance-v1 and stance-v2."""
+def report_frozen(head: Head, frozen: Data, shift_to: np.ndarray, models: Sequence[str] = ()) -> None:
+    """The frozen fifth, once: the model fitted on everything else, beside stance-v1, stance-v2 and ``models``
+    (names or files)."""
     gold = [item.label for item in frozen.items]
     labels = decide(head.probabilities(frozen.forward, frozen.backward), frozen.items, shift_to / head.train_priors)
-    for name, predicted in (*((n, baseline_labels(frozen.items, n)) for n in ("stance-v1", "stance-v2")),
+    for name, predicted in (*((n, baseline_labels(frozen.items, n)) for n in ("stance-v1", "stance-v2", *models)),
                             ("passage head", labels)):
         print(summarise(f"frozen fifth: {name}", [f1_report(gold, predicted, LABELS)]))
     print("    " + confusion(gold, labels).replace("\n", "\n    "))
 
 
-def write(head: Head, shift_to: np.ndarray, out: Path) -> None:
-    """The shipped file: the sentence encoder's layers with the passage head, and the decision, in one header."""
-    encoder = TunedWeights.load(SENTENCE_MODEL, "`python scripts/train_stance_encoder.py`")
+def write(head: Head, shift_to: np.ndarray, out: Path, encoder: TunedWeights | None = None,
+          settings: dict[str, object] | None = None) -> None:
+    """The shipped file: the sentence encoder's layers (or ``encoder``'s, with its head) with the passage head, and
+    the decision, in one header."""
+    tuned = encoder
+    encoder = encoder or TunedWeights.load(SENTENCE_MODEL, "`python scripts/train_stance_encoder.py`")
     training = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in (
         ("web-passages/train.jsonl", WEB / "train.jsonl"),
         ("touche2022-stance-train.tsv", resources.path("training", "touche2022-stance-train.tsv")),
@@ -311,8 +337,8 @@ def write(head: Head, shift_to: np.ndarray, out: Path) -> None:
             "kind": "passage-encoder", "labels": list(LABELS), "max_tokens": MAX_TOKENS,
             "train_priors": head.train_priors.tolist(), "target_priors": shift_to.tolist(), "neutral_gate": 0.0,
             "below": "stance-v1.npz", "encoder_depth": DEPTH, "head_c": C, "source_weights": SOURCE_WEIGHTS,
-            "sentence_encoder": SENTENCE_MODEL.name, "training": training}
-    weights = FloatLinear(head.weight.astype(np.float32), head.bias.astype(np.float32))
+            "sentence_encoder": SENTENCE_MODEL.name, "training": training, **(settings or {})}
+    weights = tuned.head if tuned else FloatLinear(head.weight.astype(np.float32), head.bias.astype(np.float32))
     TunedWeights(meta, encoder.layers, weights).save(out)
     print(f"wrote {out}: sha256 {hashlib.sha256(out.read_bytes()).hexdigest()} ({out.stat().st_size / 1e6:.1f} MB)")
 
@@ -324,6 +350,8 @@ def main() -> int:
     parser.add_argument("--c", type=float, nargs="*", default=list(C_GRID), help="inverse regularisation grid")
     parser.add_argument("--out", type=Path, default=MODEL, help="the model file to write (%(default)s)")
     parser.add_argument("--web", type=Path, default=WEB, help="the web-passage set's folder (%(default)s)")
+    parser.add_argument("--model", nargs="*", default=[], help="frozen: also these models (names or files)")
+    parser.add_argument("--votes", action="store_true", help="cv: the sentence encoder's votes as inputs too")
     parser.add_argument("what", choices=("bow", "cv", "frozen", "write"))
     args = parser.parse_args()
     started = time.perf_counter()
@@ -338,6 +366,8 @@ def main() -> int:
     shift_to = class_mix(web.items)
     print(f"web-passage set: {len(web.items)} training passages; class mix (FIRST SECOND NEUTRAL NO) "
           f"{np.round(shift_to, 3).tolist()}")
+    if args.votes:
+        web, answers, compsent = (with_votes(data, args.cache) for data in (web, answers, compsent))
     if args.what == "cv":
         print(f"\n== web-passage set: {FOLDS} folds by writing batch x {args.assignments} assignments ==")
         baselines = {name: baseline_labels(web.items, name) for name in ("stance-v1", "stance-v2")}
@@ -349,7 +379,7 @@ def main() -> int:
                        [not in_training_half(item.group) for item in answers.items])
     if args.what == "frozen":
         frozen = load(states, "web-frozen", web_items("frozen", args.web))
-        report_frozen(fit_head(web + answers + compsent, C), frozen, shift_to)
+        report_frozen(fit_head(web + answers + compsent, C), frozen, shift_to, args.model)
     if args.what == "write":
         write(fit_head(web + answers + compsent, C), shift_to, args.out)
     print(f"done in {time.perf_counter() - started:.0f} s")

@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Fine-tune the passage stance model's top encoder layer with its head on whole passages (docs/stance.md).
+
+    .venv/bin/pip install -e '.[train]'
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv       # grouped CV on the web-passage set
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv-answers   # ... and on the stance answers
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR write    # fit on everything, write --out
+
+``scripts/train_stance_passages.py`` fits only a linear head on the stance encoder's first-token state: the encoder
+itself learnt from single CompSent-19 sentences. Here its top layer learns too, on the same training data (the
+web-passage set's training part, the stance answers, CompSent-19's training half; both orders of the objects, labels
+exchanged), starting from that script's head fitted on the same data. The layers below are left as they are, so
+their output is computed once per text (kueri's own graph) and kept in ``--cache``; since the head reads only the
+first token, the top layer is computed for that token alone (its attention still reads every token), a sixth of a
+whole layer's work. JAX on the CPU, seeded.
+
+``cv``: the web-passage set's five folds by domain (fold assignment 0 of the other script), each fold's model trained
+on the other four plus the answers and CompSent-19, beside the head alone on the same folds (paired). ``write``: the
+model fitted on everything, as a passage-encoder file whose top layer replaces the stance encoder's (int8 blocks,
+as every cross-encoder file holds its layers); measure it on the frozen fifth with ``train_stance_passages.py
+frozen --model FILE``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_stance import confusion, f1_report  # noqa: E402
+from train_stance_encoder import PARTS, layer_parameters, layers_of, lower_states  # noqa: E402
+from train_stance_passages import (  # noqa: E402
+    FOLDS,
+    MAX_TOKENS,
+    MODEL,
+    SOURCE_WEIGHTS,
+    SWAP,
+    C,
+    Data,
+    Head,
+    Item,
+    States,
+    answer_items,
+    class_mix,
+    compsent_items,
+    decide,
+    fit_head,
+    folds,
+    load,
+    summarise,
+    web_items,
+    write,
+)
+
+from kueri.cli.script import run_script, script_parser  # noqa: E402
+from kueri.encoders.bert_graph import BertLayer, FloatLinear, Int8Linear  # noqa: E402
+from kueri.encoders.cross import TunedWeights, base_weights, encode_pairs, pair_tokenizer  # noqa: E402
+from kueri.records import STANCES as LABELS  # noqa: E402
+from kueri.stance.encoders import HYPOTHESIS, SENTENCE_MODEL, masked_text  # noqa: E402
+from kueri.stance.features import in_training_half  # noqa: E402
+
+SEED = 20222
+BATCH = 32
+#: Settings of the top layer's training (chosen by ``cv``; docs/stance.md).
+EPOCHS = 2
+LEARNING_RATE = 3e-5
+WARMUP = 0.1
+WEIGHT_DECAY = 0.01
+REBUILD = "`python scripts/train_stance_encoder.py`"
+
+
+@dataclass
+class Lower:
+    """The hidden states of every token below the top layer, for both orders of the objects of each item."""
+
+    forward: list[np.ndarray]
+    backward: list[np.ndarray]
+
+    def take(self, indices: Sequence[int]) -> Lower:
+        return Lower([self.forward[i] for i in indices], [self.backward[i] for i in indices])
+
+    def __add__(self, other: Lower) -> Lower:
+        return Lower([*self.forward, *other.forward], [*self.backward, *other.backward])
+
+
+def lower_of(cache: Path, name: str, items: Sequence[Item], encoder: TunedWeights) -> Lower:
+    """The stance encoder's states below its top layer, kept in ``cache`` (float16: a gigabyte for all sources)."""
+    texts = [masked_text(item.passage.tokens) for item in items]
+    swapped = [masked_text(item.passage.swapped().tokens) for item in items]
+    digest = hashlib.sha1("\0".join([SENTENCE_MODEL.name, *texts]).encode()).hexdigest()[:16]
+    path = cache / f"{name}-lower-{MAX_TOKENS}-{digest}.npz"
+    if not path.exists():
+        started = time.perf_counter()
+        encoded = encode_pairs(pair_tokenizer(MAX_TOKENS), [(HYPOTHESIS, t) for t in [*texts, *swapped]])
+        states = lower_states(encoded, len(layers_of(encoder)) - 1, layers_of(encoder))
+        lengths = np.array([len(s) for s in states])
+        np.savez(path.with_suffix(".part.npz"), states=np.concatenate(states).astype(np.float16), lengths=lengths)
+        os.replace(path.with_suffix(".part.npz"), path)
+        print(f"  {name}: lower states of {len(texts)} texts x 2 in {time.perf_counter() - started:.0f} s", flush=True)
+    saved = np.load(path)
+    parts = np.split(saved["states"], np.cumsum(saved["lengths"])[:-1])
+    return Lower(parts[: len(items)], parts[len(items):])
+
+
+def top_first_token(params: dict, x, bias, heads: int, eps: float):
+    """Logits from the top layer computed for the first token only (the same arithmetic as a whole layer's
+    first row: its query is the first token's, its keys and values every token's) and the head."""
+    import jax
+    import jax.numpy as jnp
+
+    def norm(y, p):
+        mean = y.mean(-1, keepdims=True)
+        return (y - mean) / jnp.sqrt(((y - mean) ** 2).mean(-1, keepdims=True) + eps) * p["w"] + p["b"]
+
+    p = params["layer"]
+    batch, tokens, hidden = x.shape
+    size = hidden // heads
+
+    def split(y, length):
+        return y.reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
+
+    q = split(x[:, :1] @ p["q"]["w"] + p["q"]["b"], 1)
+    k, v = (split(x @ p[n]["w"] + p[n]["b"], tokens) for n in "kv")
+    scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + bias
+    context = (jax.nn.softmax(scores, axis=-1) @ v).transpose(0, 2, 1, 3).reshape(batch, hidden)
+    first = norm(x[:, 0] + context @ p["ao"]["w"] + p["ao"]["b"], p["aln"])
+    middle = jax.nn.gelu(first @ p["fi"]["w"] + p["fi"]["b"], approximate=False)
+    first = norm(first + middle @ p["fo"]["w"] + p["fo"]["b"], p["oln"])
+    return first @ params["head"]["w"] + params["head"]["b"]
+
+
+def batches_of(states: Sequence[np.ndarray], labels: np.ndarray, weights: np.ndarray,
+               size: int = BATCH) -> list[tuple[np.ndarray, ...]]:
+    """Inputs of similar length together, padded to a multiple of 16 (few shapes to compile)."""
+    order = sorted(range(len(states)), key=lambda i: (len(states[i]), i))
+    out = []
+    for start in range(0, len(order), size):
+        chosen = order[start:start + size]
+        width = -(-max(len(states[i]) for i in chosen) // 16) * 16
+        x = np.zeros((len(chosen), width, states[0].shape[1]), dtype=np.float32)
+        bias = np.full((len(chosen), 1, 1, width), -1e9, dtype=np.float32)
+        for row, i in enumerate(chosen):
+            x[row, :len(states[i])] = states[i]
+            bias[row, ..., :len(states[i])] = 0.0
+        out.append((np.array(chosen), x, bias, labels[chosen], weights[chosen]))
+    return out
+
+
+class TopLayer:
+    """The stance encoder's top layer and a passage head, trained together (see the module)."""
+
+    def __init__(self, encoder: TunedWeights, head: Head) -> None:
+        import jax.numpy as jnp
+
+        self.encoder = encoder
+        top = layer_parameters(layers_of(encoder)[-1])
+        self.params = {"layer": {k: {n: jnp.asarray(a) for n, a in v.items()} for k, v in top.items()},
+                       "head": {"w": jnp.asarray(head.weight, dtype=jnp.float32),
+                                "b": jnp.asarray(head.bias, dtype=jnp.float32)}}
+        self.train_priors = head.train_priors
+        base = base_weights().encoder
+        self.heads, self.eps = base.heads, base.eps
+
+    def fit(self, lower: Lower, items: Sequence[Item], epochs: int, learning_rate: float, log: bool = True) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        y = np.array([LABELS.index(i.label) for i in items] + [SWAP[LABELS.index(i.label)] for i in items],
+                     dtype=np.int32)
+        w = np.array([SOURCE_WEIGHTS[i.source] for i in items] * 2, dtype=np.float32)
+        batches = batches_of([*lower.forward, *lower.backward], y, w)
+        heads, eps = self.heads, self.eps
+
+        def loss(p, x, bias, labels, weights):
+            logits = top_first_token(p, x, bias, heads, eps)
+            picked = jax.nn.log_softmax(logits)[jnp.arange(len(labels)), labels]
+            return -jnp.sum(weights * picked) / jnp.sum(weights)
+
+        steps = epochs * len(batches)
+        warm = max(1, int(WARMUP * steps))
+
+        @jax.jit
+        def step(p, m, v, t, x, bias, labels, weights):
+            value, grads = jax.value_and_grad(loss)(p, x, bias, labels, weights)
+            rate = learning_rate * jnp.minimum(t / warm, (steps - t) / (steps - warm))
+            m = jax.tree_util.tree_map(lambda a, g: 0.9 * a + 0.1 * g, m, grads)
+            v = jax.tree_util.tree_map(lambda a, g: 0.999 * a + 0.001 * g * g, v, grads)
+            correction = jnp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+
+            def update(weight, a, b):  # AdamW: decoupled weight decay on matrices only
+                decay = WEIGHT_DECAY * weight if weight.ndim == 2 else 0.0
+                return weight - rate * (correction * a / (jnp.sqrt(b) + 1e-8) + decay)
+
+            return jax.tree_util.tree_map(update, p, m, v), m, v, value
+
+        params = self.params
+        m = jax.tree_util.tree_map(jnp.zeros_like, params)
+        v = jax.tree_util.tree_map(jnp.zeros_like, params)
+        t = 0
+        for epoch in range(epochs):
+            started, total = time.perf_counter(), 0.0
+            for index in np.random.default_rng(SEED + epoch).permutation(len(batches)):
+                _, x, bias, labels, weights = batches[index]
+                t += 1
+                params, m, v, value = step(params, m, v, jnp.float32(t), x, bias, labels, weights)
+                total += float(value) * float(weights.sum())
+            if log:
+                print(f"    epoch {epoch + 1}/{epochs}: loss {total / w.sum():.4f}, "
+                      f"{time.perf_counter() - started:.0f} s", flush=True)
+        self.params = params
+
+    def shipped(self) -> dict:
+        """The parameters as the file holds them: the layer's linear weights rounded to int8 blocks."""
+        import jax.numpy as jnp
+
+        layer = dict(self.params["layer"])
+        for part in PARTS:
+            rounded = Int8Linear.quantise(np.asarray(layer[part]["w"]), np.asarray(layer[part]["b"]))
+            layer[part] = {"w": jnp.asarray(rounded.weight()), "b": layer[part]["b"]}
+        return {"layer": layer, "head": self.params["head"]}
+
+    def probabilities(self, lower: Lower) -> np.ndarray:
+        """P(FIRST, SECOND, NEUTRAL, NO) as the shipped file computes them (:meth:`shipped`), both orders averaged
+        (FIRST and SECOND exchanged back)."""
+        import jax
+
+        def softmax(x: np.ndarray) -> np.ndarray:
+            e = np.exp(x - x.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+
+        count = len(lower.forward)
+        states = [*lower.forward, *lower.backward]
+        logits = np.zeros((len(states), len(LABELS)))
+        predict = jax.jit(lambda p, x, bias: top_first_token(p, x, bias, self.heads, self.eps))
+        params = self.shipped()
+        for chosen, x, bias, *_ in batches_of(states, np.zeros(len(states), np.int32),
+                                              np.zeros(len(states), np.float32), 64):
+            logits[chosen] = np.asarray(predict(params, x, bias), dtype=np.float64)
+        both = softmax(logits)
+        return (both[:count] + both[count:][:, SWAP]) / 2.0
+
+    def tuned(self, meta: dict[str, object]) -> TunedWeights:
+        """The stance encoder with this top layer, and this head."""
+        host = {k: {n: np.asarray(a, dtype=np.float32) for n, a in v.items()}
+                for k, v in self.params["layer"].items()}
+        top = BertLayer({part: FloatLinear(host[part]["w"], host[part]["b"]) for part in PARTS},
+                        (host["aln"]["w"], host["aln"]["b"]), (host["oln"]["w"], host["oln"]["b"]))
+        head = FloatLinear(np.asarray(self.params["head"]["w"]), np.asarray(self.params["head"]["b"]))
+        return TunedWeights(meta, (*self.encoder.layers[:-1], top), head)
+
+
+@dataclass
+class Source:
+    data: Data  # the items and their full encoder's first-token states (the head's start)
+    lower: Lower
+
+    def take(self, indices: Sequence[int]) -> Source:
+        return Source(self.data.take(indices), self.lower.take(indices))
+
+    def __add__(self, other: Source) -> Source:
+        return Source(self.data + other.data, self.lower + other.lower)
+
+
+def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: float) -> TopLayer:
+    model = TopLayer(encoder, fit_head(source.data, C))
+    model.fit(source.lower, source.data.items, epochs, learning_rate)
+    return model
+
+
+def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to: np.ndarray, epochs: int,
+                   learning_rate: float, measured: Sequence[bool] | None = None) -> None:
+    """Grouped 5-fold CV over ``target`` (fold assignment 0 of ``train_stance_passages.py``), each fold's model
+    trained on the other folds plus ``rest``, beside the head alone on the same folds; figures on the ``measured``
+    items (default all)."""
+    items = target.data.items
+    tuned, head_only = [""] * len(items), [""] * len(items)
+    fold = folds(items, 0)
+    for k in range(FOLDS):
+        held = [i for i in range(len(items)) if fold[i] == k]
+        kept = target.take([i for i in range(len(items)) if fold[i] != k]) + rest
+        part = target.take(held)
+        started = time.perf_counter()
+        head = fit_head(kept.data, C)
+        model = TopLayer(encoder, head)
+        model.fit(kept.lower, kept.data.items, epochs, learning_rate)
+        shift = shift_to / head.train_priors
+        for labels, probabilities in ((head_only, head.probabilities(part.data.forward, part.data.backward)),
+                                      (tuned, model.probabilities(part.lower))):
+            for i, label in zip(held, decide(probabilities, part.data.items, shift), strict=True):
+                labels[i] = label
+        print(f"  fold {k + 1}/{FOLDS}: {len(held)} held out, {time.perf_counter() - started:.0f} s", flush=True)
+    keep = [i for i in range(len(items)) if measured is None or measured[i]]
+    gold = [items[i].label for i in keep]
+    for name, labels in (("head alone (fold assignment 0)", head_only),
+                         (f"top layer + head, {epochs} ep, lr {learning_rate}", tuned)):
+        print(summarise(name, [f1_report(gold, [labels[i] for i in keep], LABELS)]))
+    print("    " + confusion(gold, [tuned[i] for i in keep]).replace("\n", "\n    "))
+
+
+def main() -> int:
+    parser = script_parser(__doc__, quiet=False)
+    parser.add_argument("--cache", type=Path, required=True, help="folder for the encoder's states (outside the repo)")
+    parser.add_argument("--epochs", type=int, default=EPOCHS, help="passes over the data (%(default)s)")
+    parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE, help="peak (%(default)s)")
+    parser.add_argument("--out", type=Path, default=MODEL, help="the model file to write (%(default)s)")
+    parser.add_argument("what", choices=("cv", "cv-answers", "write"))
+    args = parser.parse_args()
+    started = time.perf_counter()
+    encoder = TunedWeights.load(SENTENCE_MODEL, REBUILD)
+    states = States(args.cache)
+    sources = {}
+    for name, items in (("web-train", web_items("train")), ("answers", answer_items()),
+                        ("compsent-train", compsent_items(True))):
+        sources[name] = Source(load(states, name, items), lower_of(args.cache, name, items, encoder))
+    web = sources["web-train"]
+    rest = sources["answers"] + sources["compsent-train"]
+    shift_to = class_mix(web.data.items)
+    if args.what == "cv":
+        print(f"== web-passage set: {FOLDS} folds by domain ==")
+        cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate)
+    if args.what == "cv-answers":
+        print(f"== stance answers: {FOLDS} folds by question, measured on the half stance-v1 was not fitted on ==")
+        answers = sources["answers"]
+        cross_validate(answers, web + sources["compsent-train"], encoder, shift_to, args.epochs, args.learning_rate,
+                       [not in_training_half(item.group) for item in answers.data.items])
+    if args.what == "write":
+        model = trained(web + rest, encoder, args.epochs, args.learning_rate)
+        head = Head(np.zeros((1, 1)), np.zeros(1), model.train_priors)
+        tuned = model.tuned(dict(encoder.meta))
+        write(head, shift_to, args.out, tuned, {"tuned_layers": 1, "epochs": args.epochs,
+                                               "learning_rate": args.learning_rate, "seed": SEED})
+    print(f"done in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    run_script(main)
