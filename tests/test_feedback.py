@@ -65,6 +65,7 @@ def test_unescaped_colon_term_truncates_as_the_original_and_escaping_fixes_it(in
     path = judgments_file(tmp_path, ["2 0 d___1 1", "3 0 d___4 1", "4 0 d___3 1"])
     faithful = feedback_run(index, FeedbackConfig(judgments=path))
     assert list(faithful) == ["2"]  # topic 3's "text:text:text^1.0" fails to parse: the run stops
+    assert feedback_run(index, FeedbackConfig(judgments=path), ["2", "4"]) == faithful  # there too when 3 is not asked
     fixed = feedback_run(index, FeedbackConfig(judgments=path, escape_terms=True))
     assert list(fixed) == ["2", "3", "4"] and fixed["3"][0].doc == "d___4"
 

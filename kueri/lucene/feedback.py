@@ -142,7 +142,9 @@ class FeedbackModel:
 
 
 def feedback_run(index: LuceneIndex, config: FeedbackConfig, topics: Iterable[str] | None = None) -> Run:
-    """The RF run; topics in ascending number; ``topics`` restricts it to those numbers."""
+    """The RF run; topics in ascending number; ``topics`` restricts it to those numbers: the whole run's topics
+    among them (a topic after one whose query does not parse is left out even when that one is not asked for), so
+    that runs of parts of the topics, joined, are the whole run (``kueri run --ray`` runs them in batches)."""
     L = lucene()
     model = FeedbackModel(index, read_judgments(config.judgments_path), config.missing)
     # Lucene's clause limit is a static: raised for these queries only, and given back afterwards.
@@ -158,11 +160,11 @@ def _feedback_searches(L: Any, index: LuceneIndex, model: FeedbackModel, config:
                        topics: Iterable[str] | None) -> Run:
     searcher = Searcher(index, Similarity("bm25"))
     parser = L.QueryParser(CONTENTS_FIELD, L.StandardAnalyzer())
-    wanted = set(topics) if topics is not None else None
+    left = set(topics) if topics is not None else None  # the wanted topics not reached yet
     queries: dict[str, Any] = {}
     for topic in model.topics():
-        if wanted is not None and str(topic) not in wanted:
-            continue
+        if left is not None and not left:
+            break
         builder = L.BooleanQueryBuilder()
         try:
             for term, boost in model.clauses(topic):
@@ -173,7 +175,10 @@ def _feedback_searches(L: Any, index: LuceneIndex, model: FeedbackModel, config:
             log.warning("feedback: topic %s: %s; as the original, the run is truncated here (escape terms, or use "
                         "a letter-tokenizer index, to avoid it)", topic, java_error_message(exc))
             break
-        queries[str(topic)] = builder.build()
+        if left is None or str(topic) in left:
+            queries[str(topic)] = builder.build()
+            if left is not None:
+                left.discard(str(topic))
     # Thousands of clauses a topic make these searches slow on a large index: side by side on the cores.
     found: list[list[Hit]] = searcher.search_queries(list(queries.values()), config.hits)
     return {topic: hits for topic, hits in zip(queries, found, strict=True) if hits}
