@@ -3,6 +3,8 @@
 #   scripts/build_image.sh            (make image)   env: PYTHON (.venv/bin/python), TAG, BASE
 # BASE defaults to debian:bookworm-slim; when it cannot be pulled (no registry reachable), an
 # equivalent base is made with debootstrap (--variant=minbase bookworm) and docker import, once.
+# The image carries the digest of what it is built from (the files the wheel and the build read, the base); when
+# TAG already has this checkout's, nothing is rebuilt (REBUILD=1 rebuilds anyway).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}
@@ -27,6 +29,18 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
   fi
 fi
 
+# What the image is made of: the tracked and new files of the package and the build, as they are now, and the base.
+inputs=""
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  inputs=$({ git ls-files -z -co --exclude-standard -- kueri pyproject.toml Dockerfile .dockerignore my-software.sh \
+             | xargs -0 sha256sum; docker image inspect -f '{{.Id}}' "$base"; } | sha256sum | cut -d' ' -f1) || inputs=""
+  built=$(docker image inspect -f '{{index .Config.Labels "kueri.inputs"}}' "$tag" 2>/dev/null || true)
+  if [ "${REBUILD:-}" != 1 ] && [ "$built" = "$inputs" ]; then
+    echo "build_image: $tag is built from these files already"
+    exit 0
+  fi
+fi
+
 echo "build_image: wheelhouse (build/wheelhouse)"
 rm -rf build/wheelhouse
 "$python" -m pip wheel -q --disable-pip-version-check -w build/wheelhouse .
@@ -34,5 +48,6 @@ rm -rf build/wheelhouse
 
 echo "build_image: docker build $tag from $base"
 # --network host: apt-get inside the build reaches Debian's mirror; pip never runs against an index.
-DOCKER_BUILDKIT=0 docker build -q --network host --build-arg BASE="$base" -t "$tag" . >/dev/null
+DOCKER_BUILDKIT=0 docker build -q --network host --build-arg BASE="$base" --label "kueri.inputs=$inputs" -t "$tag" . \
+  >/dev/null
 docker image ls "$tag" --format 'build_image: {{.Repository}}:{{.Tag}} {{.Size}}'

