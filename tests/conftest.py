@@ -154,38 +154,10 @@ def run_command(args, **kwargs) -> subprocess.CompletedProcess:
                           timeout=kwargs.pop("timeout", 900), **kwargs)
 
 
-_EMULATED = """
-import sys
-import numpy as np
-from pathlib import Path
-from kueri.encoders import bert_graph
-folder, pooling = Path(sys.argv[1]), getattr(bert_graph, sys.argv[2])
-inputs = np.load(folder / "inputs.npz")
-session = bert_graph.open_session((folder / "graph.onnx").read_bytes(), 1)
-np.save(folder / "emulated.npy", pooling(session, inputs["embeddings"], inputs["mask"]))
-"""
-
 #: Tests that compare with an emulated AVX2-only CPU need Debian's qemu-user.
 needs_qemu = pytest.mark.skipif(
     shutil.which("qemu-x86_64") is None,
     reason="qemu-x86_64 not installed (Debian's qemu-user): no emulated AVX2-only CPU to compare with")
-
-
-def on_emulated_haswell(graph: bytes, embeddings, mask, pooling: str, folder: Path):  # noqa: ANN001, ANN201
-    """``pooling`` (a function of kueri.encoders.bert_graph: mean_pooled, first_token) of ``graph``'s output for
-    these inputs, computed by onnxruntime on an emulated Haswell (AVX2, no AVX-512): the part whose kernels
-    depend on the CPU. The graph and inputs are made here."""
-    import sys
-
-    import numpy as np
-
-    (folder / "graph.onnx").write_bytes(graph)
-    np.savez(folder / "inputs.npz", embeddings=embeddings, mask=mask)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run(["qemu-x86_64", "-cpu", "Haswell-v4", sys.executable, "-c", _EMULATED, str(folder), pooling],
-                   check=True, env=env, capture_output=True, timeout=1800)
-    return np.load(folder / "emulated.npy")
-
 
 
 @pytest.fixture(scope="session")
