@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,17 @@ def workdir(default_tira_run) -> Path:
     """The session's work folder after the default run: the sample's index and the embeddings of the default's
     candidates are there, and whatever else a test builds there is built once."""
     return default_tira_run.workdir
+
+
+@pytest.fixture(scope="session")
+def row15_cli_run(workdir, tmp_path_factory) -> Path:
+    """The run file ``kueri run --config row-15`` writes for the sample, in the session's work folder (the
+    candidates of TIRA's re-rank input and of ``kueri rerank``, the run an ir_datasets id must give)."""
+    path = tmp_path_factory.mktemp("row-15") / "row-15.txt"
+    made = run_command([sys.executable, "-m", "kueri", "run", "--config", "row-15", "--corpus", str(SAMPLE_CORPUS),
+                        "--topics", str(SAMPLE_TOPICS), "--workdir", str(workdir), "--output", str(path)])
+    assert made.returncode == 0, made.stderr
+    return path
 
 
 def sample_pipeline_class():  # noqa: ANN201 - kueri.pipeline is imported lazily, as by every fixture here
