@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,7 @@ def check_default_ndcg5(value: float) -> None:
 
 #: Fixtures that stand for real indexes of the whole sample or whole runs: a test that uses one is an
 #: integration test, left out of the fast loop (``pytest -m "not slow"``).
-INTEGRATION_FIXTURES = {"index_factory", "default_tira_run", "workdir"}
+INTEGRATION_FIXTURES = {"index_factory", "sample_pipeline", "default_tira_run", "workdir"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -80,31 +81,6 @@ def topics():
     return read_topics(SAMPLE_TOPICS)
 
 
-@pytest.fixture(scope="session")
-def index_factory(tmp_path_factory):
-    """Open (building once) the sample's index for an AnalyzerConfig."""
-    from kueri.lucene.index import LuceneIndex
-    from kueri.pipeline import cached_index
-
-    workdir = tmp_path_factory.mktemp("indexes")
-    opened: dict = {}
-
-    def get(analyzer) -> LuceneIndex:
-        if analyzer not in opened:
-            opened[analyzer] = cached_index(SAMPLE_CORPUS, analyzer, workdir, progress=False)
-        return opened[analyzer]
-
-    yield get
-    for index in opened.values():
-        index.close()
-
-
-@pytest.fixture(scope="session")
-def workdir(tmp_path_factory):
-    """One work folder for the session's end-to-end runs: the sample's index and embeddings are built once."""
-    return tmp_path_factory.mktemp("work")
-
-
 @dataclass
 class TiraRun:
     out: Path  # the output folder, with run.txt
@@ -112,14 +88,92 @@ class TiraRun:
     workdir: Path
 
 
+class SessionWork:
+    """The session's one work folder, where every index of the sample and every passage embedding is made once.
+
+    The default run (``my-software.sh``, :meth:`default_run`) is made first in it, nothing cached: it must build its
+    index and embed its candidates itself, as its tests read in what it reports. Anything else that builds the
+    default's index here waits for it (:class:`SamplePipeline`), and the ``workdir`` fixture is the folder after it.
+    """
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self.tmp_path_factory = tmp_path_factory
+        self.folder = tmp_path_factory.mktemp("work")
+        self._default_run: TiraRun | None = None
+
+    def default_run(self) -> TiraRun:
+        """``my-software.sh`` with no options on the shipped sample, from another directory, made once."""
+        if self._default_run is None:
+            out = self.tmp_path_factory.mktemp("default-run")
+            result = run_command([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(out), "-w",
+                                  str(self.folder)], cwd=self.tmp_path_factory.mktemp("elsewhere"))
+            assert result.returncode == 0, result.stderr
+            self._default_run = TiraRun(out, result.stderr, self.folder)
+        return self._default_run
+
+
 @pytest.fixture(scope="session")
-def default_tira_run(tmp_path_factory, workdir) -> TiraRun:
+def session_work(tmp_path_factory) -> SessionWork:
+    return SessionWork(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def default_tira_run(session_work) -> TiraRun:
     """``my-software.sh`` with no options on the shipped sample, from another directory, nothing cached."""
-    out = tmp_path_factory.mktemp("default-run")
-    result = run_command([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(out), "-w", str(workdir)],
-                         cwd=tmp_path_factory.mktemp("elsewhere"))
-    assert result.returncode == 0, result.stderr
-    return TiraRun(out, result.stderr, workdir)
+    return session_work.default_run()
+
+
+@pytest.fixture(scope="session")
+def workdir(default_tira_run) -> Path:
+    """The session's work folder after the default run: the sample's index and the embeddings of the default's
+    candidates are there, and whatever else a test builds there is built once."""
+    return default_tira_run.workdir
+
+
+@pytest.fixture(scope="session")
+def row15_cli_run(workdir, tmp_path_factory) -> Path:
+    """The run file ``kueri run --config row-15`` writes for the sample, in the session's work folder (the
+    candidates of TIRA's re-rank input and of ``kueri rerank``, the run an ir_datasets id must give)."""
+    path = tmp_path_factory.mktemp("row-15") / "row-15.txt"
+    made = run_command([sys.executable, "-m", "kueri", "run", "--config", "row-15", "--corpus", str(SAMPLE_CORPUS),
+                        "--topics", str(SAMPLE_TOPICS), "--workdir", str(workdir), "--output", str(path)])
+    assert made.returncode == 0, made.stderr
+    return path
+
+
+def sample_pipeline_class():  # noqa: ANN201 - kueri.pipeline is imported lazily, as by every fixture here
+    from kueri.config import get_config
+    from kueri.pipeline import Pipeline
+
+    default_analyzer = get_config("default").analyzer
+
+    class SamplePipeline(Pipeline):
+        """The sample's pipeline in the session's work folder: the default's index is the default run's."""
+
+        def __init__(self, work: SessionWork, topics: list) -> None:
+            super().__init__(SAMPLE_CORPUS, topics, work.folder, progress=False)
+            self.work = work
+
+        def index(self, analyzer):  # noqa: ANN001, ANN201 - Pipeline.index's
+            if analyzer == default_analyzer:
+                self.work.default_run()
+            return super().index(analyzer)
+
+    return SamplePipeline
+
+
+@pytest.fixture(scope="session")
+def sample_pipeline(session_work, topics):
+    """The sample's pipeline over the session's work folder and every topic: each index is built once, each
+    configuration's run computed once (Table 1, row 15, the dense runs...) for every module that asks."""
+    with sample_pipeline_class()(session_work, topics) as pipeline:
+        yield pipeline
+
+
+@pytest.fixture(scope="session")
+def index_factory(sample_pipeline):
+    """Open (building once, in the session's work folder) the sample's index for an AnalyzerConfig."""
+    return sample_pipeline.index
 
 
 #: A few of the sample's topics, for tests of how a whole run is made (an entry point, an input format, a package)

@@ -191,19 +191,19 @@ def test_ray_embeds_the_local_vectors_and_runs(resumed, small_index, tmp_path):
 
 
 @pytest.mark.slow
-def test_dense_and_hybrid_configurations_on_the_sample(default_tira_run, topics):
-    """On the default run's work folder: its e5 embeddings cache serves the passages it holds (the same vectors)."""
+def test_dense_and_hybrid_configurations_on_the_sample(sample_pipeline, default_tira_run, topics):
+    """In the default run's work folder: its e5 embeddings cache serves the passages it holds (the same vectors)."""
     from kueri.lucene.vectors import vectors_path
-    from kueri.pipeline import Pipeline
 
-    with Pipeline(SAMPLE_CORPUS, topics, default_tira_run.workdir, progress=False) as pipeline:
-        dense = pipeline.run(get_config("dense-e5"))
-        hybrid = pipeline.run(get_config("hybrid-e5"))
-        linear = pipeline.run(get_config("hybrid-e5-linear"))
-        row15 = pipeline.run(get_config("row-15"))
-        exact = pipeline.run(get_config("dense-e5").with_changes(dense_exact=True))
-        index = pipeline.index(get_config("dense-e5").analyzer)
-        assert vectors_path(index.path, "e5").is_dir()
+    pipeline = sample_pipeline  # the session's: its index is the default run's, row 15 is Table 1's
+    assert pipeline.workdir == default_tira_run.workdir
+    dense = pipeline.run(get_config("dense-e5"))
+    hybrid = pipeline.run(get_config("hybrid-e5"))
+    linear = pipeline.run(get_config("hybrid-e5-linear"))
+    row15 = pipeline.run(get_config("row-15"))
+    exact = pipeline.run(get_config("dense-e5").with_changes(dense_exact=True))
+    index = pipeline.index(get_config("dense-e5").analyzer)
+    assert vectors_path(index.path, "e5").is_dir()
     assert set(dense) == {t.number for t in topics} and all(len(hits) == 1000 for hits in dense.values())
     # HNSW against every vector on 2,607 passages: the same top 10 for every topic, 99.98% of the top 100s
     assert all([h.doc for h in dense[q][:10]] == [h.doc for h in exact[q][:10]] for q in dense)

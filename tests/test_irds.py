@@ -131,11 +131,8 @@ print(json.dumps([[t.number, t.title, list(t.objects)] for t in kp.topic_records
 
 
 @pytest.mark.slow
-def test_kueri_run_with_the_dataset_id_gives_the_run_of_the_task_files(in_home, workdir, tmp_path):
-    by_files, by_dataset = tmp_path / "files.txt", tmp_path / "dataset.txt"
-    made = run_command([*KUERI, "run", "--config", "row-15", "--corpus", str(SAMPLE_CORPUS), "--topics",
-                        str(SAMPLE_TOPICS), "--workdir", str(workdir), "--output", str(by_files)])
-    assert made.returncode == 0, made.stderr
+def test_kueri_run_with_the_dataset_id_gives_the_run_of_the_task_files(in_home, row15_cli_run, workdir, tmp_path):
+    by_files, by_dataset = row15_cli_run, tmp_path / "dataset.txt"  # by files: kueri run --corpus --topics
     result = run_command([*KUERI, "run", "--config", "row-15", "--dataset", DATASET, "--workdir", str(workdir),
                           "--output", str(by_dataset)], env={"IR_DATASETS_HOME": str(in_home)})
     assert result.returncode == 0, result.stderr

@@ -13,9 +13,8 @@ import pytest
 
 from kueri.config import TABLE1
 from kueri.evaluate import evaluate_run
-from kueri.pipeline import Pipeline
 from kueri.runfile import read_qrels
-from tests.conftest import QRELS, ROOT, SAMPLE_CORPUS
+from tests.conftest import QRELS, ROOT
 
 # row: (topics, nDCG@5 official qrels)
 EXPECTED = {
@@ -31,9 +30,9 @@ pytestmark = pytest.mark.slow  # every Table 1 row over real indexes of the samp
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory, topics):
-    with Pipeline(SAMPLE_CORPUS, topics, tmp_path_factory.mktemp("t1"), progress=False) as pipe:
-        yield pipe
+def pipeline(sample_pipeline):
+    """The session's: the sample's indexes are built once, and the rows other modules run are run once."""
+    return sample_pipeline
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +48,12 @@ def test_row_ndcg5_on_the_sample(pipeline, qrels, config):
     assert (result["topics"], round(result["nDCG@5"], 4)) == (topics, ndcg5)
 
 
-def test_rows_1_and_7_through_the_cli_with_corpus_restricted_qrels(tmp_path):
-    """The README's command: row 1 and 7, the table with the paper's figures beside ours."""
+def test_rows_1_and_7_through_the_cli_with_corpus_restricted_qrels(pipeline, tmp_path):
+    """The README's command: row 1 and 7, the table with the paper's figures beside ours (in the session's work
+    folder: the indexes the rows above were run on)."""
     result = subprocess.run(
         [sys.executable, "scripts/table1.py", "--row", "1", "--row", "7", "--qrels", str(QRELS),
-         "--out", str(tmp_path / "runs"), "--workdir", str(tmp_path / "w"), "--quiet"],
+         "--out", str(tmp_path / "runs"), "--workdir", str(pipeline.workdir), "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     lines = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line.startswith("row-")}
