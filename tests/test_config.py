@@ -47,11 +47,30 @@ def test_similarity_and_ranking_overrides():
 
 
 def test_none_switches_a_stage_off():
-    config = get_config("default").with_overrides(Overrides(stages={"second_stage": "none", "stance_depth": 0}))
+    with pytest.warns(DeprecationWarning, match="--stance-depth 0 is deprecated.*--stance-model none"):
+        config = get_config("default").with_overrides(Overrides(stages={"second_stage": "none", "stance_depth": 0}))
     assert config.second_stage is None and config.stance_depth is None
+    assert [stage.name for stage in config.stages()] == ["search"]
+    off = get_config("default").with_overrides(Overrides(stages={"second_stage": "none", "stance_model": "none"}))
+    assert off.stance_model is None and off == config.with_changes(stance_depth=1000)
     reranked = get_config("row-15").with_overrides(Overrides(stages={"quality_rerank": "offline"}))
     assert reranked.quality_rerank == "offline" and "quality rerank (offline)" in reranked.summary()
     assert get_config("row-20").with_overrides(Overrides(stages={"quality_rerank": "none"})).quality_rerank is None
+
+
+def test_one_meaning_per_word():
+    """A depth of None (``all``) is every hit, a model or source None (``none``) a stage off, in every face."""
+    every = get_config("row-15").with_overrides(Overrides(stages={"stance_depth": "all"}))
+    assert every.stance_depth is None and every.stance_model
+    assert every.stages()[-1].summary() == "stance of every hit"
+    top = get_config("row-15").with_overrides(Overrides(stages={"stance_depth": 10}))  # a depth alone turns it on
+    assert (top.stance_depth, top.stance_model) == (10, get_config("default").stance_model)
+    from kueri.stance.family import DEFAULT
+
+    assert get_config("default").stance_model == DEFAULT
+    with pytest.warns(DeprecationWarning, match="--quality debater is deprecated.*debater-2022"):
+        old = get_config("row-15").with_overrides(Overrides(stages={"quality_rerank": "debater"}))
+    assert old.quality_rerank == "debater-2022" == get_config("row-20").quality_rerank
 
 
 def test_bad_overrides_are_clear_errors():
