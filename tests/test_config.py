@@ -73,6 +73,24 @@ def test_one_meaning_per_word():
     assert old.quality_rerank == "debater-2022" == get_config("row-20").quality_rerank
 
 
+def test_old_spellings_still_work_for_a_release_with_a_warning(caplog):
+    from kueri.quality.offline import quality_scores_for
+    from kueri.stance.label import checked_depth
+
+    with pytest.warns(DeprecationWarning, match="a stance depth of 0 is deprecated.*None"):
+        assert checked_depth(0) is None  # kueri stance --depth 0 and label_run(depth=0): every hit
+    assert checked_depth(None) is None and checked_depth(5) == 5
+    with pytest.raises(KueriError, match="depth must be at least 1"):
+        checked_depth(-1)
+    with pytest.warns(DeprecationWarning, match="the quality source 'debater' is deprecated.*'debater-2022'"):
+        old = quality_scores_for("debater")
+    assert old == quality_scores_for("debater-2022") and len(old) == 64382
+    assert "deprecated" in caplog.text  # a user of the command line reads it in the log
+    stance = parsed("stance", "run", "--corpus", "c", "--topics", "t", "--output", "o", "--depth", "all")
+    default = parsed("stance", "run", "--index", "i", "--topics", "t", "--output", "o")
+    assert stance.depth == "all" and default.depth == 50
+
+
 def test_bad_overrides_are_clear_errors():
     with pytest.raises(KueriError, match="unknown search field"):
         Overrides(fields=(("title", 1.0),))
