@@ -12,7 +12,7 @@
 # The default configuration is the best automatic one (no judgments, no network).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { echo "usage: $0 -i INPUT_DIR -o OUTPUT_DIR [-c CONFIG] [-q offline|debater|FILE|none] [-w WORKDIR]" >&2; echo "  -i, -o: default \$TIRA_INPUT_DATASET, \$TIRA_OUTPUT_DIR (TIRA sets them)" >&2; echo "  KUERI_RAY=ADDRESS: the topics as tasks of that Ray cluster (auto, or host:port)" >&2; echo "  CONFIG: default (the best automatic one), auto-minilm-e5, auto-neural, auto-lexical, quality-rerank, row-01..row-24 (kueri configs)" >&2; exit 2; }
+usage() { echo "usage: $0 -i INPUT_DIR -o OUTPUT_DIR [-c CONFIG] [-q offline|debater-2022|FILE|none] [-w WORKDIR]" >&2; echo "  -i, -o: default \$TIRA_INPUT_DATASET, \$TIRA_OUTPUT_DIR (TIRA sets them)" >&2; echo "  KUERI_RAY=ADDRESS: the topics as tasks of that Ray cluster (auto, or host:port)" >&2; echo "  CONFIG: default (the best automatic one), auto-minilm-e5, auto-neural, auto-lexical, quality-rerank, row-01..row-24 (kueri configs)" >&2; exit 2; }
 input="${TIRA_INPUT_DATASET:-}" output="${TIRA_OUTPUT_DIR:-}" config="default" workdir=() quality=()
 while getopts "i:o:c:q:w:h" opt; do
   case "$opt" in

@@ -9,14 +9,11 @@ no network).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass, replace
 from typing import Any
 
-from kueri.dense.retrieve import HYBRID_METHODS
 from kueri.errors import KueriError
 from kueri.lucene import (
-    DEFAULT_FIELDS,
-    FILTER_MODES,
     MAIN_ANALYZER,
     SEARCH_FIELDS,
     AnalyzerConfig,
@@ -24,68 +21,50 @@ from kueri.lucene import (
     Similarity,
     stoplist_name,
 )
-from kueri.stages import Stage, compile_stages
+from kueri.quality.scores import DEBATER
+from kueri.stages import STAGES, Stage, compile_stages
 from kueri.stages import options as stage_options
+from kueri.stance.family import DEFAULT as DEFAULT_STANCE_MODEL
 
 RUN_ID = "seupd2122-kueri"
 
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything that decides a run: analysis, ranking, filter, feedback, fusion, rerank, tag.
-
-    :meth:`stages` compiles it into the stages a run applies, in the order :data:`kueri.stages.STAGES`
-    gives: retrieval (``fuse`` of other named configurations, else relevance ``feedback``, else the title
-    search), the learned ``second_stage``, ``quality_rerank``, ``stance`` labels.
-    """
-
-    name: str
-    description: str = ""
-    analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
-    similarity: Similarity = field(default_factory=Similarity)
-    fields: tuple[tuple[str, float], ...] = DEFAULT_FIELDS
-    filter_objects: str = "off"  # off | faithful | fixed (see kueri.lucene.search)
-    hits: int = 1000
-    feedback: FeedbackConfig | None = None  # graded RF from judgments instead of the title query
-    fuse: tuple[str, ...] = ()  # names of configurations whose runs are fused by RRF
-    fuse_k: float = 30.0
-    fuse_tie_order: str = "first-seen"  # order of exact ties: "java" (the original's HashMap order) or first seen
-    dense: str | None = None  # dense first stage: the encoder (e5, minilm) of the titles and the passages' vectors
-    dense_k: int = 1000  # HNSW candidates per topic (at least hits)
-    dense_exact: bool = False  # compare with every vector instead of HNSW (small corpora)
-    hybrid: str | None = None  # rrf | linear: the dense run fused with the title search
-    hybrid_weight: float = 0.5  # linear hybrid: the dense run's weight (the lexical run's is 1 - weight)
-    hybrid_rrf_k: float = 60.0  # RRF hybrid: k in 1 / (k + rank)
-    quality_rerank: str | None = None  # rerank by quality from: "offline" (the local model), "debater-2022", a file
-    second_stage: str | None = None  # learned reranker of the top hits: a shipped model name or a model file
-    second_stage_depth: int | None = None  # hits per topic it reranks (None: the depth the model was trained at)
-    # Cheaper models ranking first, each with how many of its top hits the next one reorders (kueri.second_stage).
-    second_stage_cascade: tuple[tuple[str, int], ...] = ()
-    stance_depth: int | None = None  # label the stance of the top N hits of each topic (None: Q0, as the original)
+#: What a configuration is besides its stages' settings: its name and words, the hits of its run, its tag, what
+#: kueri serve and the paper say of it, and the settings of stages registered after kueri's (name, value).
+_OWN_FIELDS: list[tuple[str, Any, Any]] = [
+    ("name", str, MISSING),
+    ("description", str, ""),
+    ("hits", int, 1000),
+    ("tag", str | None, None),  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
     # The ranking score under which a question's top passages are weak evidence (kueri serve gives no verdict then);
     # learned for a configuration's own scores by scripts/learn_evidence_threshold.py (None: not learned).
-    weak_score: float | None = None
-    stance_model: str = "stance-v3"  # a shipped stance model (kueri.stance.family.MODELS) or a model file
-    tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
-    paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
-    options: tuple[tuple[str, Any], ...] = ()  # settings of stages registered outside kueri (name, value)
+    ("weak_score", float | None, None),
+    ("paper_ndcg5", float | None, None),  # official nDCG@5 of the paper's Table 1 row, if any
+    ("options", tuple[tuple[str, Any], ...], ()),  # settings of stages registered outside kueri (name, value)
+]
+
+
+class _Configuration:
+    """Everything that decides a run: the settings each stage declares (:attr:`kueri.stages.StageKind.options`, in
+    the order :data:`kueri.stages.STAGES` gives) and the configuration's own (name, hits, tag...).
+
+    :meth:`stages` compiles it into the stages a run applies: retrieval (``fuse`` of other named configurations,
+    else relevance ``feedback``, else the title search), the learned ``second_stage``, ``quality_rerank``, the
+    ``stance``. A stage registered after kueri's keeps its settings in :attr:`options`, read as attributes too.
+    """
 
     def __post_init__(self) -> None:
-        if self.filter_objects not in FILTER_MODES:
-            raise KueriError(f"unknown objects filter {self.filter_objects!r}: use {', '.join(FILTER_MODES)}")
         if not 1 <= self.hits <= 1000:
             raise KueriError(f"hits must be between 1 and 1000 (Touché allows 1000), got {self.hits}")
-        if self.dense is not None:
-            from kueri.encoders import ENCODERS
+        for kind in STAGES:
+            if kind.check is not None:
+                kind.check(self)
 
-            if self.dense not in ENCODERS:
-                raise KueriError(f"unknown dense encoder {self.dense!r}: use {', '.join(ENCODERS)}")
-        if self.hybrid is not None and (self.hybrid not in HYBRID_METHODS or not self.dense):
-            raise KueriError(f"hybrid {self.hybrid!r}: use {' or '.join(HYBRID_METHODS)}, with a dense encoder "
-                             "(--dense)")
-        if self.dense_k < 1 or not 0.0 <= self.hybrid_weight <= 1.0 or self.hybrid_rrf_k < 0:
-            raise KueriError(f"dense k must be at least 1 and the hybrid weight between 0 and 1, got {self.dense_k} "
-                             f"and {self.hybrid_weight}")
+    def __getattr__(self, name: str) -> Any:
+        """A setting of a stage registered outside kueri: its value in :attr:`options`, else its default."""
+        option = stage_options().get(name) if not name.startswith("_") else None
+        if option is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return dict(self.options).get(name, option.default)
 
     @property
     def manual(self) -> bool:
@@ -101,7 +80,16 @@ class RunConfig:
         return f"{RUN_ID}_{stop}_{self.similarity.tag_code}_{filtered}"
 
     def with_changes(self, **changes: Any) -> RunConfig:
-        return replace(self, **changes)
+        """This configuration with ``changes``, settings of stages registered outside kueri among them."""
+        own = {f.name for f in fields(self)}  # type: ignore[arg-type]
+        extra = {name: changes.pop(name) for name in list(changes) if name not in own}
+        if extra:
+            unknown = set(extra) - set(stage_options())
+            if unknown:
+                raise KueriError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: "
+                                 f"{', '.join([*own, *stage_options()])}")
+            changes["options"] = tuple(sorted({**dict(self.options), **extra}.items()))
+        return replace(self, **changes)  # type: ignore[type-var]
 
     def option(self, name: str, default: Any = None) -> Any:
         """The value of a setting kept in :attr:`options` (a stage registered outside kueri)."""
@@ -124,22 +112,45 @@ class RunConfig:
             value = getattr(overrides, name)
             if value is not None:
                 changes[name] = value
-        known, own, extra = stage_options(), {f.name for f in fields(self)}, dict(self.options)
+        known, own, extra = stage_options(), {f.name for f in fields(self)}, dict(self.options)  # type: ignore
+        settings: dict[str, Any] = {}
         for name, given in overrides.stages.items():
             if name not in known:
                 raise KueriError(f"unknown stage setting {name!r}; known: {', '.join(known)}")
-            value = known[name].value(given)  # "none" (or 0 for the stance depth) switches a stage off
+            settings.update(known[name].changes(given))  # "none" switches a stage off, "all" is every hit
+        for name in list(settings):  # a setting of a stage that is off turns it on (with its default)
+            switch = known[name].needs
+            if switch and switch not in settings and getattr(self, switch) is None:
+                settings[switch] = known[switch].on
+        for name, value in settings.items():
             if name in own:
-                changes[name] = value
+                if value != getattr(self, name):
+                    changes[name] = value
             elif extra.get(name) != value:
                 extra[name] = value
         if extra != dict(self.options):
             changes["options"] = tuple(sorted(extra.items()))
-        return replace(self, **changes) if changes else self
+        return replace(self, **changes) if changes else self  # type: ignore[type-var]
 
     def summary(self) -> str:
         """What this configuration does, in one line: each of its stages' summary, in run order."""
         return "; ".join(stage.summary() for stage in self.stages())
+
+
+def _composed() -> type:
+    """The configuration's class: its own fields, then every stage's settings, in stage order (kueri's stages are
+    registered when :mod:`kueri.stages` is imported; a stage registered later keeps its settings in ``options``)."""
+    declared = [(option.name, option.annotation, field(default=option.default))
+                for kind in STAGES for option in kind.options]
+    own = [(name, annotation, field(default=default)) for name, annotation, default in _OWN_FIELDS]
+    cls = make_dataclass("RunConfig", [own[0], *declared, *own[1:]], bases=(_Configuration,), frozen=True,
+                         namespace={"__doc__": _Configuration.__doc__, "__module__": __name__})
+    return cls
+
+
+#: A run's configuration: a frozen dataclass composed of the stages' settings (``RunConfig(name=..., hits=...)``,
+#: ``config.stance_depth``, ``replace(config, ...)``).
+RunConfig: Any = _composed()
 
 
 @dataclass(frozen=True)
@@ -147,8 +158,8 @@ class Overrides:
     """Parts of a configuration a user replaces (None: keep the configuration's).
 
     The CLI fills one from its flags; :meth:`RunConfig.with_overrides` applies it. ``stemmer`` and the
-    stages' settings (``stages``, by name: ``second_stage``, ``stance_depth``, ...; see
-    :func:`kueri.stages.options`) take their ``off`` value (``"none"``, 0) to turn a stage off;
+    stages' settings (``stages``, by name: ``second_stage``, ``stance_model``, ...; see
+    :func:`kueri.stages.options`) take ``"none"`` to turn a stage off, a depth ``"all"`` for every hit;
     ``analyzer_preset`` starts the analysis from the original's ``baseline`` or ``main`` analyzer
     before the single options apply.
     """
@@ -240,7 +251,7 @@ _ROWS = {c.name: c for c in TABLE1_SEARCH_ROWS}
 
 def _reranked(number: int, ndcg5: float, base: RunConfig, description: str) -> RunConfig:
     return replace(base, name=f"row-{number:02d}", description=description, paper_ndcg5=ndcg5,
-                   quality_rerank="debater-2022", tag=f"{base.run_tag}_reranked")
+                   quality_rerank=DEBATER, tag=f"{base.run_tag}_reranked")
 
 
 _ROW16 = _row(16, 0.6098, "graded RF from the team's judgments, letter tokenizer, kueristopv2 (manual)",
@@ -270,6 +281,7 @@ QUALITY_RERANK = RunConfig(
     description="kueristopv2 + Porter, BM25, title query, offline quality rerank, stance of every hit",
     analyzer=_PORTER_V2,
     quality_rerank="offline",
+    stance_model=DEFAULT_STANCE_MODEL,
     stance_depth=1000,  # every hit: labelling is cheap (docs/stance.md, "Speed")
     tag="kueri_quality_rerank",
 )

@@ -64,3 +64,14 @@ def environment_problem(exc: OSError) -> EnvironmentProblem:
     """An OSError as one line: the path and the cause (``/out/run.txt: No space left on device``)."""
     where = exc.filename if exc.filename is not None else "kueri"
     return EnvironmentProblem(f"{where}: {exc.strerror or exc}")
+
+
+def deprecated(old: str, new: str) -> None:
+    """Say that ``old`` (a flag's or an argument's old spelling) still works for this release and ``new`` is how to
+    say it now: a logged warning for a user of the command line, a DeprecationWarning for a caller of the library."""
+    import logging
+    import warnings
+
+    message = f"{old} is deprecated and goes in the next release: use {new}"
+    logging.getLogger("kueri").warning("%s", message)
+    warnings.warn(message, DeprecationWarning, stacklevel=3)

@@ -22,6 +22,7 @@ says what to do (see :func:`kueri.lucene.jvm.find_jar`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,10 +39,7 @@ from kueri.questions import extract_objects
 from kueri.records import NO_STANCE, Hit, Run, Topic
 from kueri.runfile import read_qrels
 from kueri.runfile import write_run as write_run_file
-from kueri.stages import Stage
-from kueri.stages.quality import QualityRerank as QualityStage
-from kueri.stages.second_stage import LearnedRanking
-from kueri.stages.stance import Stance as StanceStage
+from kueri.stages import Stage, kind_named
 
 try:
     import pandas as pd
@@ -256,38 +254,68 @@ class Retriever(FirstStage):
         return f"kueri.Retriever({self.config.name!r}, hits={self.config.hits})"
 
 
-class SecondStage(StageTransformer):
-    """The learned second stage: reranks the top ``depth`` hits of each topic (title, objects, quality, neural);
-    ``depth`` None: the depth the model was trained at. ``cascade``: cheaper models first, each with how many of
-    its top hits the next reorders, e.g. the default's ``get_config("default").second_stage_cascade``."""
+class SettingsTransformer(StageTransformer):
+    """A transformer of one registered stage (``kind``), its parameters that stage's settings which declare a
+    ``param`` (:class:`kueri.stages.Option`): the stage is what a configuration with those settings asks for."""
 
-    def __init__(self, index: Index, model: str = "second-stage-v2", depth: int | None = 100,
-                 cascade: Sequence[tuple[str, int]] = ()) -> None:
-        super().__init__(LearnedRanking(model, depth, index.analyzer, tuple(tuple(step) for step in cascade)), index)
+    kind = ""
 
-    def __repr__(self) -> str:
-        cascade = f", cascade={list(self.stage.cascade)!r}" if self.stage.cascade else ""
-        return f"kueri.SecondStage({self.stage.model!r}, depth={self.stage.depth}{cascade})"
-
-
-class QualityRerank(StageTransformer):
-    """Scores times argument quality: ``offline`` (the shipped model), ``debater-2022``, or a score file."""
-
-    def __init__(self, index: Index, source: str = "offline") -> None:
-        super().__init__(QualityStage(source), index)
-
-    def __repr__(self) -> str:
-        return f"kueri.QualityRerank({self.stage.source!r})"
-
-
-class Stance(StageTransformer):
-    """Adds a ``stance`` column: FIRST / SECOND / NEUTRAL / NO for the top ``depth`` hits (None: all), else Q0."""
-
-    def __init__(self, index: Index, depth: int | None = None) -> None:
-        super().__init__(StanceStage(depth), index)
+    def __init__(self, index: Index, *args: Any, **given: Any) -> None:
+        params = _params(self.kind)
+        if len(args) > len(params):
+            raise TypeError(f"{type(self).__name__} takes at most {len(params)} settings besides the index")
+        unknown = set(given) - set(params)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no parameter {', '.join(sorted(unknown))}; it has "
+                            f"{', '.join(params)}")
+        given.update(zip(params, args, strict=False))
+        self.settings = {param: given.get(param, _default(option)) for param, option in params.items()}
+        changes = {params[param].name: _setting(value) for param, value in self.settings.items()}
+        stage = kind_named(self.kind).build(RunConfig(name=self.kind, analyzer=index.analyzer).with_changes(**changes))
+        if stage is None:
+            raise KueriError(f"{type(self).__name__}: these settings switch the stage off ({self.settings})")
+        super().__init__(stage, index)
 
     def __repr__(self) -> str:
-        return f"kueri.Stance(depth={self.stage.depth})"
+        shown = ", ".join(f"{param}={list(value) if isinstance(value, tuple) else value!r}"
+                          for param, value in self.settings.items())
+        return f"kueri.{type(self).__name__}({shown})"
+
+
+def _params(kind: str) -> dict[str, Any]:
+    return {option.param: option for option in kind_named(kind).options if option.param}
+
+
+def _default(option: Any) -> Any:
+    return option.on if option.on is not None else option.default
+
+
+def _setting(value: Any) -> Any:
+    return tuple(tuple(step) for step in value) if isinstance(value, list) else value
+
+
+def _transformer(name: str, kind: str, doc: str) -> type[SettingsTransformer]:
+    """The transformer class of the stage ``kind``; its signature lists the stage's parameters with their defaults."""
+    cls = type(name, (SettingsTransformer,), {"kind": kind, "__doc__": doc, "__module__": __name__})
+    parameters = [inspect.Parameter("index", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Index)]
+    parameters += [inspect.Parameter(param, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=_default(option))
+                   for param, option in _params(kind).items()]
+    cls.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    return cls
+
+
+SecondStage = _transformer("SecondStage", "second-stage", """The learned second stage: reranks the top ``depth`` hits
+    of each topic (title, objects, quality, neural); ``depth`` None: the depth the model was trained at. ``cascade``:
+    cheaper models first, each with how many of its top hits the next reorders, e.g. the default's
+    ``get_config("default").second_stage_cascade``.""")
+QualityRerank = _transformer("QualityRerank", "quality", """Scores times argument quality: ``offline`` (the shipped
+    model), ``debater-2022`` (the original team's IBM Debater scores), or a score file.""")
+Stance = _transformer("Stance", "stance", """Adds a ``stance`` column: FIRST / SECOND / NEUTRAL / NO for the top
+    ``depth`` hits (None: every hit) by ``model``, else Q0.""")
+
+
+def _labels_stance(config: RunConfig) -> bool:
+    return any("stance" in stage.adds for stage in config.stages())
 
 
 class Rerank(pt.Transformer):
@@ -308,7 +336,7 @@ class Rerank(pt.Transformer):
         return [["qid", "query", "docno", "score", "rank", *([] if self.corpus else ["text"])]]
 
     def transform_outputs(self, input_columns: list[str]) -> list[str]:
-        return _outputs(input_columns, ["stance"] if self.config.stance_depth else [])
+        return _outputs(input_columns, ["stance"] if _labels_stance(self.config) else [])
 
     def transform(self, results: pd.DataFrame) -> pd.DataFrame:
         who = f"Rerank({self.config.name})"
@@ -317,7 +345,7 @@ class Rerank(pt.Transformer):
         corpus = self.corpus or TextCorpus(dict(zip(results["docno"].astype(str), results["text"].astype(str),
                                                     strict=True)), f"the candidates given to {who}")
         run = run_given(self.config, run_of(results), records, corpus, self.workdir, progress=False, source=who)
-        return frame_of(run, results, stance=bool(self.config.stance_depth) or "stance" in results.columns)
+        return frame_of(run, results, stance=_labels_stance(self.config) or "stance" in results.columns)
 
     def __repr__(self) -> str:
         return f"kueri.Rerank({self.config.name!r}, corpus={str(self.corpus) if self.corpus else None!r})"

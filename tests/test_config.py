@@ -47,11 +47,48 @@ def test_similarity_and_ranking_overrides():
 
 
 def test_none_switches_a_stage_off():
-    config = get_config("default").with_overrides(Overrides(stages={"second_stage": "none", "stance_depth": 0}))
+    with pytest.warns(DeprecationWarning, match="--stance-depth 0 is deprecated.*--stance-model none"):
+        config = get_config("default").with_overrides(Overrides(stages={"second_stage": "none", "stance_depth": 0}))
     assert config.second_stage is None and config.stance_depth is None
+    assert [stage.name for stage in config.stages()] == ["search"]
+    off = get_config("default").with_overrides(Overrides(stages={"second_stage": "none", "stance_model": "none"}))
+    assert off.stance_model is None and off == config.with_changes(stance_depth=1000)
     reranked = get_config("row-15").with_overrides(Overrides(stages={"quality_rerank": "offline"}))
     assert reranked.quality_rerank == "offline" and "quality rerank (offline)" in reranked.summary()
     assert get_config("row-20").with_overrides(Overrides(stages={"quality_rerank": "none"})).quality_rerank is None
+
+
+def test_one_meaning_per_word():
+    """A depth of None (``all``) is every hit, a model or source None (``none``) a stage off, in every face."""
+    every = get_config("row-15").with_overrides(Overrides(stages={"stance_depth": "all"}))
+    assert every.stance_depth is None and every.stance_model
+    assert every.stages()[-1].summary() == "stance of every hit"
+    top = get_config("row-15").with_overrides(Overrides(stages={"stance_depth": 10}))  # a depth alone turns it on
+    assert (top.stance_depth, top.stance_model) == (10, get_config("default").stance_model)
+    from kueri.stance.family import DEFAULT
+
+    assert get_config("default").stance_model == DEFAULT
+    with pytest.warns(DeprecationWarning, match="--quality debater is deprecated.*debater-2022"):
+        old = get_config("row-15").with_overrides(Overrides(stages={"quality_rerank": "debater"}))
+    assert old.quality_rerank == "debater-2022" == get_config("row-20").quality_rerank
+
+
+def test_old_spellings_still_work_for_a_release_with_a_warning(caplog):
+    from kueri.quality.offline import quality_scores_for
+    from kueri.stance.label import checked_depth
+
+    with pytest.warns(DeprecationWarning, match="a stance depth of 0 is deprecated.*None"):
+        assert checked_depth(0) is None  # kueri stance --depth 0 and label_run(depth=0): every hit
+    assert checked_depth(None) is None and checked_depth(5) == 5
+    with pytest.raises(KueriError, match="depth must be at least 1"):
+        checked_depth(-1)
+    with pytest.warns(DeprecationWarning, match="the quality source 'debater' is deprecated.*'debater-2022'"):
+        old = quality_scores_for("debater")
+    assert old == quality_scores_for("debater-2022") and len(old) == 64382
+    assert "deprecated" in caplog.text  # a user of the command line reads it in the log
+    stance = parsed("stance", "run", "--corpus", "c", "--topics", "t", "--output", "o", "--depth", "all")
+    default = parsed("stance", "run", "--index", "i", "--topics", "t", "--output", "o")
+    assert stance.depth == "all" and default.depth == 50
 
 
 def test_bad_overrides_are_clear_errors():

@@ -35,11 +35,13 @@ class Reverse:
 
 
 def reverse_stage(config: Any) -> Reverse | None:
-    return Reverse() if config.option("reverse") else None
+    return Reverse() if config.reverse else None
 
 
+# The whole of a stage's registration: its settings declared once (the configuration's, the flag's, PyTerrier's).
 REVERSE = StageKind("reverse", reverse_stage, options=(
-    Option("reverse", "--reverse", "turn every topic's hits upside down", action="store_true"),), summary="reversed")
+    Option("reverse", False, "turn every topic's hits upside down", action="store_true", annotation=bool),),
+    summary="reversed")
 
 
 @pytest.fixture
@@ -64,7 +66,10 @@ def test_a_registered_stage_reaches_config_flags_and_summary(reverse):
     args = build_parser().parse_args(["run", "--corpus", "c", "--topics", "t", "--output", "o", "--config",
                                       "row-15", "--reverse"])
     config = config_from(args)
-    assert config.option("reverse") is True
+    assert config.option("reverse") is True and config.reverse is True
+    assert get_config("row-15").reverse is False  # the declared default
+    assert get_config("row-15").with_changes(reverse=True) == config
+    assert "| `reverse` | `False` | `--reverse` |" in stages.settings_table()
     assert [s.name for s in config.stages()] == ["search", "reverse"]
     assert config.summary().endswith("; reversed")
     plain = build_parser().parse_args(["run", "--corpus", "c", "--topics", "t", "--output", "o", "--config", "row-15"])
@@ -111,3 +116,31 @@ def test_a_registered_stage_runs_in_pyterrier(reverse, workdir):
     plain = kp.Retriever(index, "row-15")(topics)
     for qid in topics.qid:
         assert list(results[results.qid == qid].docno) == list(plain[plain.qid == qid].docno)[::-1]
+
+
+def test_a_stage_owns_its_settings_in_every_face():
+    """Each setting is declared once in its stage's module; the configuration's fields, the flags, the PyTerrier
+    transformers' parameters and the docs table are made of the declarations."""
+    import inspect
+    from dataclasses import fields
+
+    from kueri.config import RunConfig
+
+    declared = [option.name for kind in stages.STAGES for option in kind.options]
+    own = [f.name for f in fields(RunConfig)]
+    assert own[1:1 + len(declared)] == declared  # in stage order, after the name
+    assert "weak_score" in own and "paper_ndcg5" in own and "weak_score" not in declared
+    assert all(getattr(RunConfig(name="plain"), name) == option.default for name, option in stages.options().items())
+    flags = build_parser().parse_args(["run", "--corpus", "c", "--topics", "t", "--output", "o", "--stance-depth",
+                                       "all", "--stance-model", "none"])
+    assert (flags.stance_depth, flags.stance_model) == ("all", "none")
+    kp = pytest.importorskip("kueri.pyterrier")
+    assert list(inspect.signature(kp.Stance).parameters) == ["index", "depth", "model"]
+    assert list(inspect.signature(kp.SecondStage).parameters) == ["index", "model", "depth", "cascade"]
+
+
+def test_the_settings_table_of_the_docs_is_the_declarations():
+    from pathlib import Path
+
+    docs = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
+    assert stages.settings_table() in docs

@@ -144,7 +144,8 @@ def overrides_from(args: argparse.Namespace) -> Overrides:
             "stoplist", "tokenizer", "stemmer", "possessive", "repeated_chars", "synonyms", "similarity", "k1", "b",
             "mu", "filter_objects", "hits", "tag")},
         fields=tuple(fields) if fields else None,
-        stages={name: given[name] for name in stages.options() if given.get(name) is not None},
+        stages={name: given[name] for name, option in stages.options().items()
+                if option.command_line and given.get(name) is not None},
     )
 
 

@@ -1,6 +1,6 @@
 """``kueri stance``: fill the stance column of a run file with the shipped stance model.
 
-    kueri stance RUN (--index DIR | --corpus PATH) --topics FILE --output RUN [--depth 50] [--model MODEL]
+    kueri stance RUN (--index DIR | --corpus PATH) --topics FILE --output RUN [--depth N|all] [--model MODEL]
                  [--tag TAG] [--priors F S N NO] [--neutral-gate X] [--explain FILE]
 
 The model is loaded only when the command runs.
@@ -14,7 +14,8 @@ import logging
 from typing import Any
 
 from kueri.cli.flags import add_corpus_or_index
-from kueri.errors import KueriError
+from kueri.errors import deprecated
+from kueri.stages import ALL, depth_flag
 from kueri.stance.family import DEFAULT, MODELS
 from kueri.stance.label import DEFAULT_DEPTH
 
@@ -36,8 +37,8 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser | None = None) -
                         index="index of the run's corpus (passage texts are read from it)")
     p.add_argument("--topics", required=True, help="topics file (the objects of each topic)")
     p.add_argument("--output", required=True, help="labelled run file to write")
-    p.add_argument("--depth", type=int, default=DEFAULT_DEPTH,
-                   help="hits labelled per topic; 0 = all (%(default)s)")
+    p.add_argument("--depth", type=depth_flag, default=DEFAULT_DEPTH,
+                   help=f"hits labelled per topic: N or {ALL} (every hit) (%(default)s)")
     p.add_argument("--model", default=DEFAULT, help="stance model: "
                    + "; ".join(f"{name}: {model.summary}" for name, model in MODELS.items())
                    + "; or a model file (default %(default)s)")
@@ -74,8 +75,9 @@ def cmd_stance(args: argparse.Namespace) -> int:
         needed_ids,
     )
 
-    if args.depth < 0:
-        raise KueriError(f"--depth must be at least 0, not {args.depth}")
+    if args.depth == 0:
+        deprecated("--depth 0", f"--depth {ALL}")
+    depth = None if args.depth in (ALL, 0) else args.depth
     workers = resolve_workers(args.workers)
     model = load_model(args.model)  # fail before reading anything large
     if args.priors is not None or args.neutral_gate is not None:
@@ -87,11 +89,11 @@ def cmd_stance(args: argparse.Namespace) -> int:
     def label_with(texts: Any) -> Any:
         if args.explain:  # before the run file: an explanation that fails leaves no half of the output
             explained = (json.dumps(line, ensure_ascii=False) + "\n"
-                         for line in explain_run(run, topics, texts, args.depth, model))
+                         for line in explain_run(run, topics, texts, depth, model))
             log.info("stance: wrote %d explanations to %s", write_lines_atomic(args.explain, explained), args.explain)
         if args.ray:  # the same labels, each topic a task of the cluster
-            return label_run_on_ray(run, topics, texts, args.depth, model, args.ray, summary)
-        return label_run(run, topics, texts, args.depth, model, summary, workers=workers)
+            return label_run_on_ray(run, topics, texts, depth, model, args.ray, summary)
+        return label_run(run, topics, texts, depth, model, summary, workers=workers)
 
     if args.index:
         from kueri.lucene import LuceneIndex
@@ -99,7 +101,7 @@ def cmd_stance(args: argparse.Namespace) -> int:
         with LuceneIndex(args.index) as index:
             labelled = label_with(index_texts(index))
     else:
-        labelled = label_with(corpus_texts(args.corpus, needed_ids(run, args.depth), skip_bad=args.skip_bad))
+        labelled = label_with(corpus_texts(args.corpus, needed_ids(run, depth), skip_bad=args.skip_bad))
     lines = write_run(labelled, args.output, args.tag or tag or "kueri_stance")
     counts = " ".join(f"{label} {n}" for label, n in (summary.counts or {}).items())
     log.info("stance: labelled %d hits in %.1f s (%.0f passages/s): %s; wrote %d lines to %s", summary.labelled,

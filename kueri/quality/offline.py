@@ -30,12 +30,12 @@ import numpy as np
 
 from kueri import resources
 from kueri.arithmetic import dot
-from kueri.errors import KueriError, SetupError
+from kueri.errors import KueriError, SetupError, deprecated
 from kueri.parse.passages import PassageReader
 from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress_bar
 from kueri.quality.features import CHAR_NGRAM_RANGE, TEXT_FEATURES, char_ngrams, model_text, text_features, word_tokens
-from kueri.quality.scores import as_java_float, read_quality_scores
+from kueri.quality.scores import DEBATER, OLD_DEBATER, as_java_float, read_quality_scores
 from kueri.runfile import format_score, write_lines_atomic
 from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
 
@@ -232,11 +232,6 @@ def score_corpus(corpus: str | Path, scores_path: str | Path, model_path: str | 
 Texts = Callable[[Sequence[str]], Sequence[str]]  # passage texts by id, in the order asked
 
 
-def _debater_scores(corpus: str | Path | None, ids: Collection[str] | None, texts: Texts | None,
-                    model_path: str | Path, workers: int, skip_bad: bool) -> dict[str, float]:
-    return read_quality_scores("debater-2022")
-
-
 def _offline_scores(corpus: str | Path | None, ids: Collection[str] | None, texts: Texts | None,
                     model_path: str | Path, workers: int, skip_bad: bool) -> dict[str, float]:
     if texts is not None and ids is not None:
@@ -249,9 +244,9 @@ def _offline_scores(corpus: str | Path | None, ids: Collection[str] | None, text
     return {pid: as_java_float(float(format_score(q))) for pid, q in iter_offline_scores(pairs, model_path, workers)}
 
 
-#: ``--quality`` names, each with its provider of scores: the original team's Debater scores (shipped) and
-#: the offline model. Any other source is a score file or a shipped score name.
-QUALITY_SOURCES: dict[str, Callable[..., dict[str, float]]] = {"debater": _debater_scores, "offline": _offline_scores}
+#: ``--quality`` names computed here, each with its provider of scores: the offline model. Any other source is a
+#: shipped score name (:data:`~kueri.quality.scores.SHIPPED_SCORES`: the Debater scores) or a score file.
+QUALITY_SOURCES: dict[str, Callable[..., dict[str, float]]] = {"offline": _offline_scores}
 
 
 def quality_scores_for(source: str, corpus: str | Path | None = None, ids: Collection[str] | None = None,
@@ -261,17 +256,21 @@ def quality_scores_for(source: str, corpus: str | Path | None = None, ids: Colle
 
     ``source``:
 
-    * ``"debater"``: the original team's IBM Debater scores, shipped (64,382 passages; a passage
+    * ``"debater-2022"``: the original team's IBM Debater scores, shipped (64,382 passages; a passage
       without one keeps factor 1.0 in the reranker). For a new corpus, fill a score file with
-      ``kueri quality debater`` and pass that file instead.
+      ``kueri quality debater`` and pass that file instead. (``"debater"``, its old name, still works for a
+      release, with a warning.)
     * ``"offline"``: the offline model's scores of the passages of ``corpus``, only of ``ids`` when
       given (e.g. the passages of the run to rerank: far faster than the corpus); with ``texts`` (the
       passages' texts by id, e.g. from an index) and ``ids``, the corpus is not read again.
-    * anything else: a score file path or a shipped score name (``debater-2022``).
+    * anything else: a score file path.
 
     Offline values are rounded to 6 decimals and read as Java floats, exactly as if they had been
     written to a score file and read back, so both routes rerank identically.
     """
+    if source == OLD_DEBATER:
+        deprecated(f"the quality source {OLD_DEBATER!r}", repr(DEBATER))
+        source = DEBATER
     provider = QUALITY_SOURCES.get(source)
     if provider is None:
         return read_quality_scores(source)

@@ -21,8 +21,10 @@ from kueri.runfile import format_score
 
 log = logging.getLogger(__name__)
 
-#: The original team's IBM Debater scores (recovered from their run pairs; 64,382 passages).
-SHIPPED_SCORES = {"debater-2022": resources.path("quality", "debater-quality-scores.tsv")}
+#: The original team's IBM Debater scores (recovered from their run pairs; 64,382 passages), by the one name every
+#: command and configuration gives them; ``debater``, their old second name, is still read for a release.
+DEBATER, OLD_DEBATER = "debater-2022", "debater"
+SHIPPED_SCORES = {DEBATER: resources.path("quality", "debater-quality-scores.tsv")}
 
 
 def as_java_float(value: float) -> float:

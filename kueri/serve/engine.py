@@ -71,7 +71,7 @@ class _Ranking:
 def without_objects(config: RunConfig) -> RunConfig:
     """``config`` without the stages that read a topic's two objects (a question that names none), and without its
     weak-evidence threshold (learned for the scores of those stages)."""
-    changed = config.with_changes(second_stage=None, stance_depth=None, filter_objects="off", weak_score=None)
+    changed = config.with_changes(second_stage=None, stance_model=None, filter_objects="off", weak_score=None)
     if any(stage.needs_objects for stage in changed.stages()):
         raise BadQuestion(f"configuration {config.name} needs the question's two objects; name them")
     return changed

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from kueri.errors import KueriError
+from kueri.errors import KueriError, deprecated
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import TextCorpus
 from kueri.records import Run, Topic
@@ -96,42 +96,97 @@ def stored_encoder(context: Context, name: str) -> Any:
     return context.shared(key, lambda: open_encoder(name, context.workdir, context.progress))
 
 
+#: What the words of a setting mean, in every configuration, flag, class and function: a depth is how many of a
+#: topic's top hits (None, ``all`` on the command line: every hit); a stage's model or source None (``none``) is
+#: the stage switched off.
+ALL, OFF = "all", "none"
+
+
+def depth_flag(text: str) -> int | str:
+    """A depth flag's value: a number of hits (at least 0: an old spelling may still mean something by 0) or
+    ``all``."""
+    if text.strip() == ALL:
+        return ALL
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"depth {text!r}: give a number of hits or {ALL}")
+    return int(text)
+
+
 @dataclass(frozen=True)
 class Option:
-    """One setting of a stage: the configuration field it sets (or an entry of ``RunConfig.options`` for a
-    stage registered outside :mod:`kueri.config`), and its command-line flag. ``off`` is the flag value that
-    switches the stage off (the field becomes None)."""
+    """One setting of a stage, declared once in the stage's module: the configuration's field ``name`` (its
+    ``default``), the command-line flag (``--name-with-dashes`` unless ``flag`` says otherwise; none when
+    ``command_line`` is False: its flags are another group's), the help line, and the PyTerrier transformer's
+    parameter (``param``, taking ``on`` when not given; None: the default). A setting that ``needs`` its stage's
+    switch turns the stage on (the switch's ``on``) when given to a configuration that has it off.
+
+    ``off`` says what the flag value ``none`` does (the field becomes None: the stage is off, or the setting
+    unset); a depth's ``all`` becomes None (every hit). ``deprecated`` maps an old flag value to the message
+    naming the new spelling and the changes it still makes for one release."""
 
     name: str
-    flag: str
+    default: Any
     help: str
     type: Callable[[str], Any] | None = None
     metavar: str | None = None
-    off: Any = None
+    off: str | None = None
+    flag: str | None = None
     action: str | None = None
     aliases: tuple[str, ...] = ()  # other spellings of the flag
+    param: str | None = None
+    on: Any = None
+    command_line: bool = True
+    annotation: Any = Any
+    deprecated: tuple[tuple[Any, str, tuple[tuple[str, Any], ...]], ...] = ()  # (old value, new spelling, changes)
+    needs: str | None = None  # the setting that switches its stage on: given without it, that one takes its ``on``
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def help_line(self) -> str:
+        return f"{self.help}; {OFF}: {self.off}" if self.off else self.help
 
     def add_to(self, group: Any) -> None:
+        if not self.command_line:
+            return
         if self.action:
-            group.add_argument(self.flag, *self.aliases, dest=self.name, action=self.action, default=None,
-                               help=self.help)
+            group.add_argument(self.flag_name, *self.aliases, dest=self.name, action=self.action, default=None,
+                               help=self.help_line)
         else:
-            group.add_argument(self.flag, *self.aliases, dest=self.name, type=self.type, metavar=self.metavar,
-                               help=self.help)
+            group.add_argument(self.flag_name, *self.aliases, dest=self.name, type=self.type, metavar=self.metavar,
+                               help=self.help_line)
 
-    def value(self, given: Any) -> Any:
-        """The configuration value of a flag value (``off`` becomes None)."""
-        return None if self.off is not None and given == self.off else given
+    def changes(self, given: Any) -> dict[str, Any]:
+        """The configuration's changes a flag value asks for: ``none`` (with ``off``) and a depth's ``all`` are
+        None, an old spelling what it meant (with a warning)."""
+        for old, new, changes in self.deprecated:
+            if given == old:
+                deprecated(f"{self.flag_name} {old}", new)
+                return dict(changes)
+        if (self.off and given == OFF) or given == ALL:
+            return {self.name: None}
+        return {self.name: given}
+
+    def row(self) -> str:
+        """This setting as a row of the settings table (docs/architecture.md)."""
+        flag = f"`{self.flag_name}`" if self.command_line else ""
+        param = f"`{self.param}`" if self.param else ""
+        return f"| `{self.name}` | `{self.default!r}` | {flag} | {param} | {self.help_line} |"
 
 
 @dataclass(frozen=True)
 class StageKind:
-    """A stage's registration: ``build(config)`` is the stage a configuration asks for (None: not this run)."""
+    """A stage's registration: ``build(config)`` is the stage a configuration asks for (None: not this run),
+    ``options`` its settings (the configuration's fields, flags and transformer parameters are made of them) and
+    ``check(config)`` raises a :class:`~kueri.errors.KueriError` when they do not go together."""
 
     name: str
     build: Callable[[Any], Stage | None]
     options: tuple[Option, ...] = ()
     summary: str = ""
+    check: Callable[[Any], None] | None = None
 
 
 #: Every stage, in the order a run applies them.
@@ -161,6 +216,22 @@ def compile_stages(config: Any) -> list[Stage]:
 def options() -> dict[str, Option]:
     """Every registered stage's settings by name."""
     return {option.name: option for kind in STAGES for option in kind.options}
+
+
+def kind_named(name: str) -> StageKind:
+    for kind in STAGES:
+        if kind.name == name:
+            return kind
+    raise KueriError(f"no stage named {name!r}; known: {', '.join(k.name for k in STAGES)}")
+
+
+def settings_table() -> str:
+    """Every registered stage's settings as the Markdown table of docs/architecture.md, in run order."""
+    rows = ["| setting | default | flag | PyTerrier | meaning |", "| --- | --- | --- | --- | --- |"]
+    for kind in STAGES:
+        rows.append(f"| **{kind.name}** | | | | {kind.summary} |")
+        rows.extend(option.row() for option in kind.options)
+    return "\n".join(rows)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:

@@ -6,13 +6,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from kueri.quality.scores import DEBATER, OLD_DEBATER
 from kueri.records import Run
 from kueri.stages.base import Context, Option, StageDefaults, StageKind
 
 
 @dataclass(frozen=True)
 class QualityRerank(StageDefaults):
-    """Scores times the quality from ``source``: ``offline`` (the shipped model), ``debater-2022``, a file."""
+    """Scores times the quality from ``source``: ``offline`` (the shipped model), ``debater-2022`` (the shipped
+    IBM Debater scores), a file."""
 
     source: str
     name = "quality"
@@ -40,8 +42,10 @@ def build(config: Any) -> QualityRerank | None:
 
 
 KIND = StageKind("quality", build, options=(
-    Option("quality_rerank", "--quality", "rerank by argument quality from: offline, debater-2022, a "
-           "'passage_id<TAB>score' file, or none", metavar="SOURCE", off="none"),
+    Option("quality_rerank", None, f"rerank by argument quality from: offline (the shipped model), {DEBATER} (the "
+           "original team's IBM Debater scores) or a 'passage_id<TAB>score' file", flag="--quality",
+           metavar="SOURCE", off="no quality rerank", param="source", on="offline", annotation=str | None,
+           deprecated=((OLD_DEBATER, f"--quality {DEBATER}", (("quality_rerank", DEBATER),)),)),
 ), summary="score times argument quality")
 
 

@@ -9,8 +9,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kueri.dense.retrieve import HYBRID_METHODS
+from kueri.errors import KueriError
 from kueri.fusion import ranked, reciprocal_rank_fusion
-from kueri.lucene import AnalyzerConfig, FeedbackConfig, LuceneIndex, Searcher, Similarity, feedback_run
+from kueri.lucene import (
+    DEFAULT_FIELDS,
+    FILTER_MODES,
+    AnalyzerConfig,
+    FeedbackConfig,
+    LuceneIndex,
+    Searcher,
+    Similarity,
+    feedback_run,
+)
 from kueri.records import Run, Topic
 from kueri.stages.base import Context, Option, StageDefaults, StageKind, stored_encoder
 
@@ -189,15 +200,50 @@ def retrieval(config: Any) -> Search | Feedback | Fuse | Dense | Hybrid:
     return search
 
 
+def check(config: Any) -> None:
+    """The first stage's settings go together: a known objects filter, dense encoder and hybrid method."""
+    if config.filter_objects not in FILTER_MODES:
+        raise KueriError(f"unknown objects filter {config.filter_objects!r}: use {', '.join(FILTER_MODES)}")
+    if config.dense is not None:
+        from kueri.encoders import ENCODERS
+
+        if config.dense not in ENCODERS:
+            raise KueriError(f"unknown dense encoder {config.dense!r}: use {', '.join(ENCODERS)}")
+    if config.hybrid is not None and (config.hybrid not in HYBRID_METHODS or not config.dense):
+        raise KueriError(f"hybrid {config.hybrid!r}: use {' or '.join(HYBRID_METHODS)}, with a dense encoder "
+                         "(--dense)")
+    if config.dense_k < 1 or not 0.0 <= config.hybrid_weight <= 1.0 or config.hybrid_rrf_k < 0:
+        raise KueriError(f"dense k must be at least 1 and the hybrid weight between 0 and 1, got {config.dense_k} "
+                         f"and {config.hybrid_weight}")
+
+
+# The analysis, ranking and filter have flag groups of their own (kueri.cli.flags: analysis, ranking), and feedback
+# and fusion are named configurations' (the judgments, the runs fused): none is one flag.
 KIND = StageKind("retrieval", retrieval, options=(
-    Option("dense", "--dense", "dense first stage: embed the titles with ENCODER (e5 or minilm) and search the "
-           "passages' vectors (made by kueri embed, or within a run); none: lexical", metavar="ENCODER", off="none"),
-    Option("dense_k", "--dense-k", "HNSW candidates per topic of the dense search (at least --hits; 1000)", type=int,
-           metavar="K", aliases=("--k",)),
-    Option("dense_exact", "--exact", "dense search compares with every vector instead of HNSW (small corpora)",
-           action="store_true"),
-    Option("hybrid", "--hybrid", "fuse the dense run with the title search: rrf or linear; none: dense only",
-           metavar="METHOD", off="none"),
-    Option("hybrid_weight", "--hybrid-weight", "linear hybrid: the dense run's weight (0.5)", type=float, metavar="W"),
-    Option("hybrid_rrf_k", "--hybrid-rrf-k", "RRF hybrid: k in 1 / (k + rank) (60)", type=float, metavar="K"),
-), summary="search, feedback, fusion, dense or hybrid: topics to a first run")
+    Option("analyzer", AnalyzerConfig(), "the analysis of the index and the queries", command_line=False,
+           annotation=AnalyzerConfig),
+    Option("similarity", Similarity(), "the ranking function", command_line=False, annotation=Similarity),
+    Option("fields", DEFAULT_FIELDS, "search fields and their weights", command_line=False,
+           annotation=tuple[tuple[str, float], ...]),
+    Option("filter_objects", "off", "the objects filter: off, faithful or fixed (kueri.lucene.search)",
+           command_line=False, annotation=str),
+    Option("feedback", None, "graded relevance feedback from judgments instead of the title query (manual)",
+           command_line=False, annotation=FeedbackConfig | None),
+    Option("fuse", (), "names of configurations whose runs are fused by RRF", command_line=False,
+           annotation=tuple[str, ...]),
+    Option("fuse_k", 30.0, "RRF k of the fusion", command_line=False, annotation=float),
+    Option("fuse_tie_order", "first-seen", "order of exact ties in the fusion: java (the original's HashMap order) "
+           "or first-seen", command_line=False, annotation=str),
+    Option("dense", None, "dense first stage: embed the titles with ENCODER (e5 or minilm) and search the "
+           "passages' vectors (made by kueri embed, or within a run)", metavar="ENCODER", off="lexical",
+           annotation=str | None),
+    Option("dense_k", 1000, "HNSW candidates per topic of the dense search (at least --hits; 1000)", type=int,
+           metavar="K", aliases=("--k",), annotation=int),
+    Option("dense_exact", False, "dense search compares with every vector instead of HNSW (small corpora)",
+           flag="--exact", action="store_true", annotation=bool),
+    Option("hybrid", None, "fuse the dense run with the title search: rrf or linear", metavar="METHOD",
+           off="dense only", annotation=str | None),
+    Option("hybrid_weight", 0.5, "linear hybrid: the dense run's weight (0.5)", type=float, metavar="W",
+           annotation=float),
+    Option("hybrid_rrf_k", 60.0, "RRF hybrid: k in 1 / (k + rank) (60)", type=float, metavar="K", annotation=float),
+), summary="search, feedback, fusion, dense or hybrid: topics to a first run", check=check)

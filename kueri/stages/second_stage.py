@@ -89,11 +89,12 @@ def parse_cascade(text: str) -> tuple[tuple[str, int], ...]:
 
 
 KIND = StageKind("second-stage", build, options=(
-    Option("second_stage", "--second-stage", "learned reranker of the top hits: second-stage-v2, second-stage-v1, "
-           "second-stage-lexical-v1, a model file, or none", metavar="MODEL", off="none"),
-    Option("second_stage_depth", "--second-stage-depth", "hits per topic the second stage reranks", type=int,
-           metavar="N"),
-    Option("second_stage_cascade", "--second-stage-cascade", "cheaper models that rank first, each with how many of "
-           "its top hits per topic the next reorders (the default's: second-stage-lexical-v1:40,second-stage-v1:15), "
-           "or none", type=parse_cascade, metavar="MODEL:N,..."),
+    Option("second_stage", None, "learned reranker of the top hits: second-stage-v2, second-stage-v1, "
+           "second-stage-lexical-v1, second-stage-whole-topic-v1 or a model file", metavar="MODEL",
+           off="no second stage", param="model", on="second-stage-v2", annotation=str | None),
+    Option("second_stage_depth", None, "hits per topic the second stage reranks (default: the depth its model was "
+           "trained at)", type=int, metavar="N", param="depth", on=100, annotation=int | None),
+    Option("second_stage_cascade", (), "cheaper models that rank first, each with how many of its top hits per topic "
+           "the next reorders (the default's: second-stage-lexical-v1:40,second-stage-v1:15), or none",
+           type=parse_cascade, metavar="MODEL:N,...", param="cascade", annotation=tuple[tuple[str, int], ...]),
 ), summary="the learned reranker of the top hits")

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kueri.records import Run
-from kueri.stages.base import Context, Option, StageDefaults, StageKind
+from kueri.stages.base import ALL, OFF, Context, Option, StageDefaults, StageKind, depth_flag
+from kueri.stance.family import DEFAULT, MODELS
 
 
 @dataclass(frozen=True)
@@ -15,13 +16,13 @@ class Stance(StageDefaults):
     model file); the others keep Q0."""
 
     depth: int | None
-    model_name: str = "stance-v3"
+    model_name: str = DEFAULT
     name = "stance"
     needs_objects = True
     adds = ("stance",)
 
     def summary(self) -> str:
-        which = f" ({self.model_name})" if self.model_name != "stance-v3" else ""
+        which = f" ({self.model_name})" if self.model_name != DEFAULT else ""
         return (f"stance of the top {self.depth}" if self.depth else "stance of every hit") + which
 
     def model(self, context: Context) -> Any:
@@ -47,13 +48,16 @@ class Stance(StageDefaults):
 
 
 def build(config: Any) -> Stance | None:
-    return Stance(config.stance_depth, config.stance_model) if config.stance_depth else None
+    return Stance(config.stance_depth, config.stance_model) if config.stance_model else None
 
 
+# The stance is on when a configuration names its model (--stance-depth alone names the default); the old switch, a
+# depth of 0, still turns it off.
 KIND = StageKind("stance", build, options=(
-    Option("stance_depth", "--stance-depth", "label the stance of the top N hits per topic (0: none)", type=int,
-           metavar="N", off=0),
-    Option("stance_model", "--stance-model", "the stance model: stance-v3 (the passage model on the top 10 hits), "
-           "stance-v2 (the stance encoder's sentence votes on the top 20), stance-v1 (TF-IDF) or a model file",
-           metavar="MODEL"),
+    Option("stance_depth", None, f"how many of each topic's top hits get a stance: N or {ALL} (every hit)",
+           type=depth_flag, metavar="N", param="depth", annotation=int | None, needs="stance_model",
+           deprecated=((0, f"--stance-model {OFF} (no stance)", (("stance_model", None), ("stance_depth", None))),)),
+    Option("stance_model", None, "label the stance of the top hits with MODEL: " + ", ".join(
+           f"{name} ({model.summary})" for name, model in MODELS.items()) + f", or a model file (default {DEFAULT})",
+           metavar="MODEL", off="no stance", param="model", on=DEFAULT, annotation=str | None),
 ), summary="stance labels of the top hits")

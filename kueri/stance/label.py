@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kueri.errors import KueriError
+from kueri.errors import KueriError, deprecated
 from kueri.objects import ObjectMatcher, mask_passage
 from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress as with_progress
@@ -31,7 +31,19 @@ if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type
 #: Texts for :func:`label_run`: ``{passage id: contents}``, or ids -> contents in the same order.
 Texts = Mapping[str, str] | Callable[[Sequence[str]], Sequence[str]]
 
+#: How many of a topic's top hits ``kueri stance`` labels unless told; a depth None is every hit, everywhere.
 DEFAULT_DEPTH = 50
+
+
+def checked_depth(depth: int | None) -> int | None:
+    """``depth`` as every labelling function reads it: a number of top hits, at least 1, or None (every hit); 0, an
+    old spelling of every hit, still works for a release, with a warning."""
+    if depth == 0:
+        deprecated("a stance depth of 0", "None (every hit)")
+        return None
+    if depth is not None and depth < 0:
+        raise KueriError(f"stance: depth must be at least 1 (None: every hit), not {depth}")
+    return depth
 
 
 @dataclass
@@ -48,7 +60,7 @@ class LabelSummary:
 
 
 def _to_label(hits: Sequence[Hit], depth: int | None) -> Sequence[Hit]:
-    """The hits of a topic that get a label: the top ``depth``, or all with ``None`` or 0."""
+    """The hits of a topic that get a label: the top ``depth``, or every hit with None."""
     return hits[:depth] if depth else hits
 
 
@@ -75,7 +87,7 @@ def label_run(
     progress: bool = False,
     workers: int = 1,
 ) -> Run:
-    """A copy of ``run`` whose top ``depth`` hits per topic (all with ``None`` or 0) carry a stance label.
+    """A copy of ``run`` whose top ``depth`` hits per topic (None: every hit) carry a stance label.
 
     FIRST / SECOND favour the first / second object of the topic's ``<objects>``. ``model``: an open
     :class:`~kueri.stance.family.StanceClassifier`, a shipped model's name or a model file, or None for the
@@ -85,8 +97,7 @@ def label_run(
     ``workers`` > 1 labels the topics in that many processes when there are enough hits to pay for
     starting them (:data:`POOL_MIN_HITS`): the same labels; texts are still read in this process.
     """
-    if depth is not None and depth < 0:
-        raise KueriError(f"stance: depth must be at least 0, not {depth}")
+    depth = checked_depth(depth)
     started = time.perf_counter()
     if model is None or isinstance(model, str | Path):
         model = load_model() if model is None else load_model(model)
@@ -183,8 +194,7 @@ def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int
     """:func:`label_run` with every topic labelled as a task of the Ray cluster at ``address``: the same run."""
     from kueri.scaleout import TASK_RETRIES, connect, ordered_map
 
-    if depth is not None and depth < 0:
-        raise KueriError(f"stance: depth must be at least 0, not {depth}")
+    depth = checked_depth(depth)
     ray = connect(address)
     started = time.perf_counter()
     batches = _topic_batches(run, {topic.number: topic for topic in topics}, texts, depth)
