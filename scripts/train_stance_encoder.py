@@ -185,6 +185,32 @@ def batches_of(states: list[np.ndarray], labels: list[int]) -> list[tuple[np.nda
     return out
 
 
+def adamw_step(loss, steps: int, learning_rate: float):  # noqa: ANN001, ANN201
+    """One compiled AdamW step of ``loss(params, *batch)``: ``step(params, m, v, t, *batch) -> (params, m, v,
+    loss)``; the rate rises over the first :data:`WARMUP` of the ``steps``, then falls to 0; weight decay on
+    matrices only."""
+    import jax
+    import jax.numpy as jnp
+
+    warm = max(1, int(WARMUP * steps))
+
+    @jax.jit
+    def step(p, m, v, t, *batch):
+        value, grads = jax.value_and_grad(loss)(p, *batch)
+        rate = learning_rate * jnp.minimum(t / warm, (steps - t) / (steps - warm))
+        m = jax.tree_util.tree_map(lambda a, g: 0.9 * a + 0.1 * g, m, grads)
+        v = jax.tree_util.tree_map(lambda a, g: 0.999 * a + 0.001 * g * g, v, grads)
+        correction = jnp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+
+        def update(w, a, b):  # AdamW: decoupled weight decay
+            decay = WEIGHT_DECAY * w if w.ndim == 2 else 0.0
+            return w - rate * (correction * a / (jnp.sqrt(b) + 1e-8) + decay)
+
+        return jax.tree_util.tree_map(update, p, m, v), m, v, value
+
+    return step
+
+
 def train(texts: list[str], labels: list[int], layers: int, epochs: int, learning_rate: float = LEARNING_RATE,
           comparative_weight: float = COMPARATIVE_WEIGHT, log: bool = True) -> TunedWeights:
     """Fine-tune MiniLM's top ``layers`` layers and a head on ``texts`` (see the module)."""
@@ -208,23 +234,7 @@ def train(texts: list[str], labels: list[int], layers: int, epochs: int, learnin
         logits = forward(p, x, bias, heads, eps)
         return -jnp.mean(weights[y] * jax.nn.log_softmax(logits)[jnp.arange(len(y)), y])
 
-    steps = epochs * len(batches)
-    warm = max(1, int(WARMUP * steps))
-
-    @jax.jit
-    def step(p, m, v, t, x, bias, y):
-        value, grads = jax.value_and_grad(loss)(p, x, bias, y)
-        rate = learning_rate * jnp.minimum(t / warm, (steps - t) / (steps - warm))
-        m = jax.tree_util.tree_map(lambda a, g: 0.9 * a + 0.1 * g, m, grads)
-        v = jax.tree_util.tree_map(lambda a, g: 0.999 * a + 0.001 * g * g, v, grads)
-        correction = jnp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
-
-        def update(w, a, b):  # AdamW: decoupled weight decay on matrices only
-            decay = WEIGHT_DECAY * w if w.ndim == 2 else 0.0
-            return w - rate * (correction * a / (jnp.sqrt(b) + 1e-8) + decay)
-
-        return jax.tree_util.tree_map(update, p, m, v), m, v, value
-
+    step = adamw_step(loss, epochs * len(batches), learning_rate)
     m = jax.tree_util.tree_map(jnp.zeros_like, params)
     v = jax.tree_util.tree_map(jnp.zeros_like, params)
     t = 0

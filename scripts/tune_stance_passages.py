@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_stance import confusion, f1_report  # noqa: E402
-from train_stance_encoder import PARTS, layer_parameters, layers_of, lower_states  # noqa: E402
+from train_stance_encoder import PARTS, adamw_step, layer_parameters, layers_of, lower_states  # noqa: E402
 from train_stance_passages import (  # noqa: E402
     FOLDS,
     MAX_TOKENS,
@@ -74,8 +74,6 @@ BATCH = 32
 #: Settings of the top layer's training (chosen by ``cv``; docs/stance.md).
 EPOCHS = 2
 LEARNING_RATE = 3e-5
-WARMUP = 0.1
-WEIGHT_DECAY = 0.01
 REBUILD = "`python scripts/train_stance_encoder.py`"
 
 
@@ -186,23 +184,7 @@ class TopLayer:
             picked = jax.nn.log_softmax(logits)[jnp.arange(len(labels)), labels]
             return -jnp.sum(weights * picked) / jnp.sum(weights)
 
-        steps = epochs * len(batches)
-        warm = max(1, int(WARMUP * steps))
-
-        @jax.jit
-        def step(p, m, v, t, x, bias, labels, weights):
-            value, grads = jax.value_and_grad(loss)(p, x, bias, labels, weights)
-            rate = learning_rate * jnp.minimum(t / warm, (steps - t) / (steps - warm))
-            m = jax.tree_util.tree_map(lambda a, g: 0.9 * a + 0.1 * g, m, grads)
-            v = jax.tree_util.tree_map(lambda a, g: 0.999 * a + 0.001 * g * g, v, grads)
-            correction = jnp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
-
-            def update(weight, a, b):  # AdamW: decoupled weight decay on matrices only
-                decay = WEIGHT_DECAY * weight if weight.ndim == 2 else 0.0
-                return weight - rate * (correction * a / (jnp.sqrt(b) + 1e-8) + decay)
-
-            return jax.tree_util.tree_map(update, p, m, v), m, v, value
-
+        step = adamw_step(loss, epochs * len(batches), learning_rate)
         params = self.params
         m = jax.tree_util.tree_map(jnp.zeros_like, params)
         v = jax.tree_util.tree_map(jnp.zeros_like, params)
