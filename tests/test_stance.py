@@ -247,9 +247,11 @@ def test_cli_explains_each_label_with_a_sentence_of_its_passage(sample_run, tmp_
 
 def test_cli_errors(sample_run, tmp_path):
     path, _ = sample_run
-    with pytest.raises(KueriError, match="--depth"):
-        _stance_cli(["stance", str(path), "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
-                     "--output", str(tmp_path / "o.txt"), "--depth", "-1"])
+    from kueri.stages import depth_flag
+
+    # `kueri stance --depth -1`: argparse's one line naming --depth (exit 2), before any file is read
+    with pytest.raises(argparse.ArgumentTypeError, match="number of hits or all"):
+        depth_flag("-1")
     with pytest.raises(SetupError, match="train_stance.py"):
         _stance_cli(["stance", str(path), "--corpus", str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS),
                      "--output", str(tmp_path / "o.txt"), "--model", str(tmp_path / "missing.npz")])
