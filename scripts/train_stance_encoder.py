@@ -143,6 +143,12 @@ def layer_parameters(layer: BertLayer) -> dict:
     return params
 
 
+def bert_layer(params: dict) -> BertLayer:
+    """The layer of trained float32 parameters (:func:`layer_parameters`' form)."""
+    return BertLayer({part: FloatLinear(params[part]["w"], params[part]["b"]) for part in PARTS},
+                     (params["aln"]["w"], params["aln"]["b"]), (params["oln"]["w"], params["oln"]["b"]))
+
+
 def forward(params: dict, states, mask_bias, heads: int, eps: float):
     """Logits of the first token after the trainable layers: kueri's graph (bert_graph.build_graph) in JAX."""
     import jax
@@ -250,9 +256,7 @@ def train(texts: list[str], labels: list[int], layers: int, epochs: int, learnin
             print(f"  epoch {epoch + 1}/{epochs}: loss {total / len(labels):.4f}, "
                   f"{time.perf_counter() - epoch_started:.0f} s", flush=True)
     host = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype=np.float32), params)
-    tuned_layers = tuple(BertLayer({part: FloatLinear(p[part]["w"], p[part]["b"]) for part in PARTS},
-                                   (p["aln"]["w"], p["aln"]["b"]), (p["oln"]["w"], p["oln"]["b"]))
-                         for p in host["layers"])
+    tuned_layers = tuple(bert_layer(p) for p in host["layers"])
     meta = {"labels": list(LABELS), "hypothesis": HYPOTHESIS, "first_layer": first_layer,
             "base_sha256": MODEL_SHA256, "training": {"compsent19-train.csv": sha256(COMPSENT)},
             "epochs": epochs, "batch": BATCH, "learning_rate": learning_rate, "seed": SEED,

@@ -174,14 +174,18 @@ class Head:
     train_priors: np.ndarray
 
     def probabilities(self, forward: np.ndarray, backward: np.ndarray) -> np.ndarray:
-        def softmax(x: np.ndarray) -> np.ndarray:
-            x = x - x.max(axis=1, keepdims=True)
-            e = np.exp(x)
-            return e / e.sum(axis=1, keepdims=True)
+        return symmetric_probabilities(forward.astype(np.float64) @ self.weight + self.bias,
+                                       backward.astype(np.float64) @ self.weight + self.bias)
 
-        one = softmax(forward.astype(np.float64) @ self.weight + self.bias)
-        other = softmax(backward.astype(np.float64) @ self.weight + self.bias)
-        return (one + other[:, SWAP]) / 2.0
+
+def symmetric_probabilities(forward: np.ndarray, backward: np.ndarray) -> np.ndarray:
+    """P(FIRST, SECOND, NEUTRAL, NO) from the logits of both orders of the objects: each order's softmax, the other
+    order's FIRST and SECOND exchanged back, averaged."""
+    def softmax(x: np.ndarray) -> np.ndarray:
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    return (softmax(forward) + softmax(backward)[:, SWAP]) / 2.0
 
 
 def fit_head(data: Data, c: float) -> Head:

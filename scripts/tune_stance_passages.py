@@ -38,7 +38,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_stance import confusion, f1_report  # noqa: E402
-from train_stance_encoder import PARTS, adamw_step, layer_parameters, layers_of, lower_states  # noqa: E402
+from train_stance_encoder import (  # noqa: E402
+    PARTS,
+    adamw_step,
+    bert_layer,
+    layer_parameters,
+    layers_of,
+    lower_states,
+)
 from train_stance_passages import (  # noqa: E402
     FOLDS,
     MAX_TOKENS,
@@ -58,12 +65,13 @@ from train_stance_passages import (  # noqa: E402
     folds,
     load,
     summarise,
+    symmetric_probabilities,
     web_items,
     write,
 )
 
 from kueri.cli.script import run_script, script_parser  # noqa: E402
-from kueri.encoders.bert_graph import BertLayer, FloatLinear, Int8Linear  # noqa: E402
+from kueri.encoders.bert_graph import FloatLinear, Int8Linear  # noqa: E402
 from kueri.encoders.cross import TunedWeights, base_weights, encode_pairs, pair_tokenizer  # noqa: E402
 from kueri.records import STANCES as LABELS  # noqa: E402
 from kueri.stance.encoders import HYPOTHESIS, SENTENCE_MODEL, masked_text  # noqa: E402
@@ -100,7 +108,8 @@ def lower_of(cache: Path, name: str, items: Sequence[Item], encoder: TunedWeight
     if not path.exists():
         started = time.perf_counter()
         encoded = encode_pairs(pair_tokenizer(MAX_TOKENS), [(HYPOTHESIS, t) for t in [*texts, *swapped]])
-        states = lower_states(encoded, len(layers_of(encoder)) - 1, layers_of(encoder))
+        layers = layers_of(encoder)
+        states = lower_states(encoded, len(layers) - 1, layers)
         lengths = np.array([len(s) for s in states])
         np.savez(path.with_suffix(".part.npz"), states=np.concatenate(states).astype(np.float16), lengths=lengths)
         os.replace(path.with_suffix(".part.npz"), path)
@@ -216,10 +225,6 @@ class TopLayer:
         (FIRST and SECOND exchanged back)."""
         import jax
 
-        def softmax(x: np.ndarray) -> np.ndarray:
-            e = np.exp(x - x.max(axis=1, keepdims=True))
-            return e / e.sum(axis=1, keepdims=True)
-
         count = len(lower.forward)
         states = [*lower.forward, *lower.backward]
         logits = np.zeros((len(states), len(LABELS)))
@@ -228,15 +233,12 @@ class TopLayer:
         for chosen, x, bias, *_ in batches_of(states, np.zeros(len(states), np.int32),
                                               np.zeros(len(states), np.float32), 64):
             logits[chosen] = np.asarray(predict(params, x, bias), dtype=np.float64)
-        both = softmax(logits)
-        return (both[:count] + both[count:][:, SWAP]) / 2.0
+        return symmetric_probabilities(logits[:count], logits[count:])
 
     def tuned(self, meta: dict[str, object]) -> TunedWeights:
         """The stance encoder with this top layer, and this head."""
-        host = {k: {n: np.asarray(a, dtype=np.float32) for n, a in v.items()}
-                for k, v in self.params["layer"].items()}
-        top = BertLayer({part: FloatLinear(host[part]["w"], host[part]["b"]) for part in PARTS},
-                        (host["aln"]["w"], host["aln"]["b"]), (host["oln"]["w"], host["oln"]["b"]))
+        top = bert_layer({k: {n: np.asarray(a, dtype=np.float32) for n, a in v.items()}
+                          for k, v in self.params["layer"].items()})
         head = FloatLinear(np.asarray(self.params["head"]["w"]), np.asarray(self.params["head"]["b"]))
         return TunedWeights(meta, (*self.encoder.layers[:-1], top), head)
 
