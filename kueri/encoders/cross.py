@@ -39,7 +39,7 @@ from kueri.encoders.minilm import INSTALL_HINT, MODEL_SHA256, TOKENIZER, MiniLMW
 from kueri.encoders.registry import MINILM
 from kueri.encoders.wordpiece import WordPieceTokenizer
 from kueri.errors import SetupError
-from kueri.tfidf import load_model_file, write_model_file
+from kueri.model_files import load_model_file, write_model_file
 
 MODEL_FORMAT = 1
 #: Word pieces of one input when the file does not say (its header's ``max_tokens``): the first model's.
