@@ -11,7 +11,7 @@ order of :data:`STAGES` is the order a run applies them in; the pipeline, the co
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -19,11 +19,9 @@ from typing import Any, Protocol, TypeVar
 from kueri.errors import KueriError, deprecated
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import TextCorpus
-from kueri.records import Run, Topic
+from kueri.records import Run, Texts, Topic
 
 T = TypeVar("T")
-#: Passage texts by id, in the order asked (from the stored ``contents`` of an index).
-Texts = Callable[[Sequence[str]], Sequence[str]]
 
 
 class Context(Protocol):
