@@ -32,7 +32,7 @@ from kueri.encoders.bert_graph import (
     Int8Linear,
     embed_in_batches,
     first_token,
-    open_encoder,
+    open_graph_session,
     require_onnxruntime,
 )
 from kueri.encoders.minilm import INSTALL_HINT, MODEL_SHA256, TOKENIZER, MiniLMWeights
@@ -176,7 +176,7 @@ class CrossEncoder:
     def _open(self) -> tuple[MiniLMWeights, Any, int]:
         if self._opened is None:
             base = base_weights()
-            self._opened = (base, *open_encoder(self.graph(base), self.threads, INSTALL_HINT))
+            self._opened = (base, *open_graph_session(self.graph(base), self.threads, INSTALL_HINT))
         return self._opened
 
     @property

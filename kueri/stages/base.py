@@ -88,7 +88,7 @@ class StageDefaults:
 def stored_encoder(context: Context, name: str) -> Any:
     """The encoder ``name`` of :mod:`kueri.encoders`, loaded once per context: with its passage embeddings in its
     store in the context's work folder (read from it and added to it), or plain without a work folder."""
-    from kueri.second_stage import open_encoder
+    from kueri.encoders import open_encoder
 
     key = ("encoder", name) if context.workdir is None else ("stored-encoder", name, str(context.workdir))
     return context.shared(key, lambda: open_encoder(name, context.workdir, context.progress))
