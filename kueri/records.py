@@ -6,6 +6,7 @@ stage takes and returns these, so stages compose and tests can build them by han
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 #: Stance labels of the Touché 2022 Task 2 run format, defined here once: FIRST / SECOND favour the topic's first /
@@ -44,6 +45,9 @@ class Hit(NamedTuple):
 
 #: A run: topic number -> hits in rank order (rank 1 first). Topics keep insertion order.
 Run = dict[str, list[Hit]]
+
+#: Passage texts by id, in the order asked (e.g. the stored ``contents`` of an index): what a stage reads texts with.
+Texts = Callable[[Sequence[str]], Sequence[str]]
 
 
 def topic_key(number: str) -> tuple[int, int, str]:

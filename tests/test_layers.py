@@ -11,7 +11,7 @@ PACKAGE = ROOT / "kueri"
 #: Layers from the bottom up; a module may import its own layer and the ones below, never above.
 LAYERS = {
     "data": {"kueri", "kueri.errors", "kueri.records", "kueri.files", "kueri.runfile", "kueri.progress",
-             "kueri.resources", "kueri.parse", "kueri.environment"},
+             "kueri.resources", "kueri.parse", "kueri.environment", "kueri.model_files"},
     "lucene": {"kueri.lucene"},
     "encoders": {"kueri.encoders"},
     "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance",
@@ -93,6 +93,19 @@ def test_the_encoders_know_no_task():
         if module.startswith("kueri.encoders"):
             task = {n for n in imports(path) if n.startswith(("kueri.stance", "kueri.objects"))}
             assert not task, f"{module} imports {sorted(task)}"
+
+
+def test_the_encoders_read_model_files_without_the_tfidf_module():
+    """The model-file format (kueri.model_files) is shared by the encoders, quality and stance; TF-IDF is the
+    quality and stance models' own, so the encoders never import it."""
+    found = False
+    for module, path in kueri_modules().items():
+        if module.startswith("kueri.encoders"):
+            names = imports(path)
+            found = found or "kueri.model_files" in names
+            tfidf = {n for n in names if n == "kueri.tfidf" or n.startswith("kueri.tfidf.")}
+            assert not tfidf, f"{module} imports {sorted(tfidf)}"
+    assert found, "no encoder module reads model files through kueri.model_files: the check looks in vain"
 
 
 def test_no_import_cycles():

@@ -12,10 +12,12 @@ name, never switch on a name elsewhere. Public API:
   folder (:class:`~kueri.encoders.store.EmbeddingStore`, shared with ``kueri embed``);
 - ``get(name).store(workdir)``: the store itself (``missing(digests)``, ``vectors(digests)``, ``len()``), keyed by
   :func:`text_digest` of a passage's text;
-- ``get(name).is_available()``, ``.model_file()``, ``.key()``, ``.store_key``, ``.distributions``.
+- ``get(name).is_available()``, ``.model_file()``, ``.key()``, ``.store_key``, ``.distributions``;
+- ``open_encoder(name, workdir)``: the encoder as a run's stages use it (stored with a work folder, else plain): the
+  one place a run opens an encoder.
 """
 
-from kueri.encoders.registry import DIMENSION, ENCODERS, Encoder, get, kernel_class, names
+from kueri.encoders.registry import DIMENSION, ENCODERS, Encoder, get, kernel_class, names, open_encoder
 from kueri.encoders.store import (
     CHUNK_PASSAGES,
     EmbeddingStore,
@@ -26,4 +28,4 @@ from kueri.encoders.store import (
 )
 
 __all__ = ["CHUNK_PASSAGES", "DIMENSION", "ENCODERS", "EmbeddingStore", "Encoder", "StoredEncoder", "TextEncoder",
-           "get", "kernel_class", "names", "store_path", "text_digest"]
+           "get", "kernel_class", "names", "open_encoder", "store_path", "text_digest"]

@@ -311,7 +311,7 @@ def open_session(model: bytes, threads: int | None = None, hint: str = INSTALL_H
     return onnxruntime.InferenceSession(model, options, providers=[*providers, "CPUExecutionProvider"])
 
 
-def open_encoder(encoder: BertEncoder, threads: int | None = None, hint: str = INSTALL_HINT) -> tuple[Any, int]:
+def open_graph_session(encoder: BertEncoder, threads: int | None = None, hint: str = INSTALL_HINT) -> tuple[Any, int]:
     """A session of the encoder's graph with one intra-op thread, and how many calls to run side by side (the cores:
     ``threads``, else :func:`cores`), for :func:`embed_in_batches`: independent calls never wait for each other at
     an operator's barrier, and a product's bits do not depend on its threads."""

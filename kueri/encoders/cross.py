@@ -32,14 +32,14 @@ from kueri.encoders.bert_graph import (
     Int8Linear,
     embed_in_batches,
     first_token,
-    open_encoder,
+    open_graph_session,
     require_onnxruntime,
 )
 from kueri.encoders.minilm import INSTALL_HINT, MODEL_SHA256, TOKENIZER, MiniLMWeights
 from kueri.encoders.registry import MINILM
 from kueri.encoders.wordpiece import WordPieceTokenizer
 from kueri.errors import SetupError
-from kueri.tfidf import load_model_file, write_model_file
+from kueri.model_files import load_model_file, write_model_file
 
 MODEL_FORMAT = 1
 #: Word pieces of one input when the file does not say (its header's ``max_tokens``): the first model's.
@@ -176,7 +176,7 @@ class CrossEncoder:
     def _open(self) -> tuple[MiniLMWeights, Any, int]:
         if self._opened is None:
             base = base_weights()
-            self._opened = (base, *open_encoder(self.graph(base), self.threads, INSTALL_HINT))
+            self._opened = (base, *open_graph_session(self.graph(base), self.threads, INSTALL_HINT))
         return self._opened
 
     @property

@@ -40,7 +40,7 @@ from kueri.encoders.bert_graph import (
     FloatLinear,
     Int8Linear,
     embed_in_batches,
-    open_encoder,
+    open_graph_session,
     require_onnxruntime,
 )
 from kueri.encoders.sentencepiece import UnigramTokenizer
@@ -218,7 +218,7 @@ class E5Encoder:
         tensors = self.weights.tensors
         self._positions = np.asarray(tensors["emb.pos"]).reshape(self.weights.max_positions, -1)
         self._type = np.asarray(tensors["emb.type"]).reshape(-1, self.dimension)[0]
-        self.session, self.workers = open_encoder(self.weights.encoder(int8), threads, INSTALL_HINT)
+        self.session, self.workers = open_graph_session(self.weights.encoder(int8), threads, INSTALL_HINT)
         self.store_key = store_key(int8)
         self.progress = False  # a progress bar over the batches of a long call
 

@@ -39,7 +39,7 @@ from kueri.encoders.bert_graph import (
     BertLayer,
     Int8Linear,
     embed_in_batches,
-    open_encoder,
+    open_graph_session,
     require_onnxruntime,
 )
 from kueri.encoders.wordpiece import WordPieceTokenizer
@@ -191,7 +191,7 @@ class MiniLMEncoder:
         # The file's own settings pad and cut at 128 (for training); the model handles 256, its max_seq_length.
         self.tokenizer = WordPieceTokenizer(tokenizer_path, MAX_TOKENS)
         self.weights = MiniLMWeights.load(model_path)
-        self.session, self.workers = open_encoder(self.weights.encoder, threads, INSTALL_HINT)
+        self.session, self.workers = open_graph_session(self.weights.encoder, threads, INSTALL_HINT)
         self.progress = False  # a progress bar over the batches of a long call
 
     def encode(self, texts: list[str]) -> np.ndarray:

@@ -140,3 +140,14 @@ def get(name: str) -> Encoder:
         return ENCODERS[name]
     except KeyError:
         raise SetupError(f"unknown encoder {name!r}: use {' or '.join(ENCODERS)}") from None
+
+
+def open_encoder(name: str, workdir: str | Path | None = None, progress: bool = False) -> TextEncoder:
+    """The encoder ``name`` as a run's stages use it: with its passage embeddings in its store in the work folder
+    ``workdir`` (read from it and added to it), or plain without one; ``progress``: a bar while it embeds."""
+    entry = get(name)
+    if workdir is not None:
+        return entry.stored(workdir, progress)
+    encoder = entry.load()
+    encoder.progress = progress  # type: ignore[attr-defined]
+    return encoder

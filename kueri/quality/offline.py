@@ -22,7 +22,7 @@ import functools
 import hashlib
 import tempfile
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,13 +31,15 @@ import numpy as np
 from kueri import resources
 from kueri.arithmetic import dot
 from kueri.errors import KueriError, SetupError, deprecated
+from kueri.model_files import load_model_file, write_model_file
 from kueri.parse.passages import PassageReader
 from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress_bar
 from kueri.quality.features import CHAR_NGRAM_RANGE, TEXT_FEATURES, char_ngrams, model_text, text_features, word_tokens
 from kueri.quality.scores import DEBATER, OLD_DEBATER, as_java_float, read_quality_scores
+from kueri.records import Texts
 from kueri.runfile import format_score, write_lines_atomic
-from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
+from kueri.tfidf import TfidfBlock, block_arrays, read_block
 
 DEFAULT_MODEL = resources.path("models", "quality-ridge-v1.npz")
 MODEL_FORMAT = 1
@@ -227,9 +229,6 @@ def score_corpus(corpus: str | Path, scores_path: str | Path, model_path: str | 
 
 
 # -- score sources for reranking -------------------------------------------------------------------
-
-
-Texts = Callable[[Sequence[str]], Sequence[str]]  # passage texts by id, in the order asked
 
 
 def _offline_scores(corpus: str | Path | None, ids: Collection[str] | None, texts: Texts | None,

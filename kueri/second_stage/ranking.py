@@ -30,7 +30,7 @@ import numpy as np
 from kueri.errors import KueriError
 from kueri.lucene import LuceneIndex
 from kueri.records import Hit, Run, Topic
-from kueri.second_stage.candidates import Candidates, CandidateTimes, Encoders, TextEncoder, add_neural, collect
+from kueri.second_stage.candidates import Candidates, CandidateTimes, Encoders, add_neural, collect
 from kueri.second_stage.features import NEURAL_COLUMNS
 from kueri.second_stage.model import DEFAULT_MODEL, SecondStageModel
 
@@ -117,21 +117,8 @@ def load_encoders(needed: Iterable[str], given: Encoders | None = None, cache_di
     if unknown:
         raise KueriError(f"second stage: unknown encoder(s) {sorted(unknown)}")
     given = given or {}
-    return {name: given[name] if given.get(name) is not None else open_encoder(name, cache_dir, progress)
+    return {name: given[name] if given.get(name) is not None else registry.open_encoder(name, cache_dir, progress)
             for name in NEURAL_COLUMNS if name in needed}
-
-
-def open_encoder(name: str, workdir: str | Path | None, progress: bool = False) -> TextEncoder:
-    """The encoder ``name`` of :mod:`kueri.encoders`: with its passage embeddings in its store in the work folder
-    ``workdir`` (read from it and added to it), or plain without one; ``progress``: a bar while it embeds."""
-    from kueri import encoders as registry
-
-    entry = registry.get(name)
-    if workdir is not None:
-        return entry.stored(workdir, progress)
-    encoder = entry.load()
-    encoder.progress = progress  # type: ignore[attr-defined]
-    return encoder
 
 
 def second_stage(

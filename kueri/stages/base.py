@@ -11,7 +11,7 @@ order of :data:`STAGES` is the order a run applies them in; the pipeline, the co
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -19,11 +19,9 @@ from typing import Any, Protocol, TypeVar
 from kueri.errors import KueriError, deprecated
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import TextCorpus
-from kueri.records import Run, Topic
+from kueri.records import Run, Texts, Topic
 
 T = TypeVar("T")
-#: Passage texts by id, in the order asked (from the stored ``contents`` of an index).
-Texts = Callable[[Sequence[str]], Sequence[str]]
 
 
 class Context(Protocol):
@@ -90,7 +88,7 @@ class StageDefaults:
 def stored_encoder(context: Context, name: str) -> Any:
     """The encoder ``name`` of :mod:`kueri.encoders`, loaded once per context: with its passage embeddings in its
     store in the context's work folder (read from it and added to it), or plain without a work folder."""
-    from kueri.second_stage import open_encoder
+    from kueri.encoders import open_encoder
 
     key = ("encoder", name) if context.workdir is None else ("stored-encoder", name, str(context.workdir))
     return context.shared(key, lambda: open_encoder(name, context.workdir, context.progress))

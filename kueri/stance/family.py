@@ -18,11 +18,11 @@ from typing import Protocol
 
 from kueri import resources
 from kueri.errors import KueriError
+from kueri.model_files import read_model_header
 from kueri.objects import MaskedPassage, ObjectMatcher
 from kueri.stance.decision import Explanation
 from kueri.stance.model import StanceModel, companion_file
 from kueri.stance.passage_encoder import KIND, PassageEncoderModel
-from kueri.tfidf import read_model_header
 
 
 class StanceClassifier(Protocol):

@@ -21,15 +21,12 @@ from kueri.errors import KueriError, deprecated
 from kueri.objects import ObjectMatcher, mask_passage
 from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress as with_progress
-from kueri.records import Hit, Run, Topic
+from kueri.records import Hit, Run, Texts, Topic
 from kueri.stance.family import StanceClassifier, load_model
 from kueri.stance.model import LABELS
 
 if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type
     from kueri.lucene.index import LuceneIndex
-
-#: Texts for :func:`label_run`: ``{passage id: contents}``, or ids -> contents in the same order.
-Texts = Mapping[str, str] | Callable[[Sequence[str]], Sequence[str]]
 
 #: How many of a topic's top hits ``kueri stance`` labels unless told; a depth None is every hit, everywhere.
 DEFAULT_DEPTH = 50
@@ -64,7 +61,7 @@ def _to_label(hits: Sequence[Hit], depth: int | None) -> Sequence[Hit]:
     return hits[:depth] if depth else hits
 
 
-def _lookup(texts: Texts, ids: Sequence[str], qid: str) -> Sequence[str]:
+def _lookup(texts: Mapping[str, str] | Texts, ids: Sequence[str], qid: str) -> Sequence[str]:
     if callable(texts):
         found = texts(ids)
         if len(found) != len(ids):
@@ -80,7 +77,7 @@ def _lookup(texts: Texts, ids: Sequence[str], qid: str) -> Sequence[str]:
 def label_run(
     run: Run,
     topics: Iterable[Topic],
-    texts: Texts,
+    texts: Mapping[str, str] | Texts,
     depth: int | None = DEFAULT_DEPTH,
     model: StanceClassifier | str | Path | None = None,
     summary: LabelSummary | None = None,
@@ -91,8 +88,9 @@ def label_run(
 
     FIRST / SECOND favour the first / second object of the topic's ``<objects>``. ``model``: an open
     :class:`~kueri.stance.family.StanceClassifier`, a shipped model's name or a model file, or None for the
-    default. Every topic of the run must be among ``topics`` (its objects are needed); a passage without a text
-    raises :class:`KueriError`.
+    default. ``texts``: ``{passage id: contents}``, or ids -> contents in the same order
+    (:data:`~kueri.records.Texts`). Every topic of the run must be among ``topics`` (its objects are needed); a
+    passage without a text raises :class:`KueriError`.
     ``summary``, when given, is filled with counts and timing; ``progress``: a bar over the topics.
     ``workers`` > 1 labels the topics in that many processes when there are enough hits to pay for
     starting them (:data:`POOL_MIN_HITS`): the same labels; texts are still read in this process.
@@ -139,7 +137,7 @@ def _label_topic(batch: tuple[Run, list[Topic], dict[str, str]], depth: int | No
     return label_run(run, topics, texts, depth, model, summary), summary.counts or {}
 
 
-def _topic_batches(run: Run, by_number: Mapping[str, Topic], texts: Texts,
+def _topic_batches(run: Run, by_number: Mapping[str, Topic], texts: Mapping[str, str] | Texts,
                    depth: int | None) -> Iterator[tuple[Run, list[Topic], dict[str, str]]]:
     """One topic at a time, with its objects and the texts of the hits to label: what a worker needs."""
     for qid, hits in run.items():
@@ -179,7 +177,7 @@ def _label_topic_in_worker(batch: tuple[Run, list[Topic], dict[str, str]],
     return _label_topic(batch, depth, _worker_model)
 
 
-def _label_in_processes(run: Run, by_number: Mapping[str, Topic], texts: Texts, depth: int | None,
+def _label_in_processes(run: Run, by_number: Mapping[str, Topic], texts: Mapping[str, str] | Texts, depth: int | None,
                         model: StanceClassifier, workers: int, summary: LabelSummary | None, started: float,
                         progress: bool) -> Run:
     """:func:`label_run`'s topics labelled in ``workers`` processes of a pool; this process reads the texts."""
@@ -189,8 +187,8 @@ def _label_in_processes(run: Run, by_number: Mapping[str, Topic], texts: Texts, 
         return _gather(with_progress(parts, "stance", "topics", enabled=progress, total=len(run)), summary, started)
 
 
-def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int | None, model: StanceClassifier,
-                     address: str, summary: LabelSummary | None = None) -> Run:
+def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Mapping[str, str] | Texts, depth: int | None,
+                     model: StanceClassifier, address: str, summary: LabelSummary | None = None) -> Run:
     """:func:`label_run` with every topic labelled as a task of the Ray cluster at ``address``: the same run."""
     from kueri.scaleout import TASK_RETRIES, connect, ordered_map
 
@@ -202,7 +200,7 @@ def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Texts, depth: int
     return _gather(ordered_map(ray, task, batches, depth, ray.put(model)), summary, started)
 
 
-def explain_run(run: Run, topics: Iterable[Topic], texts: Texts, depth: int | None = DEFAULT_DEPTH,
+def explain_run(run: Run, topics: Iterable[Topic], texts: Mapping[str, str] | Texts, depth: int | None = DEFAULT_DEPTH,
                 model: StanceClassifier | None = None) -> Iterator[dict[str, object]]:
     """For each of the top ``depth`` hits of every topic: its label and the sentence that decided it.
 

@@ -55,12 +55,13 @@ import numpy as np
 from kueri import resources
 from kueri.arithmetic import exps, row_dots
 from kueri.errors import SetupError
+from kueri.model_files import load_model_file, write_model_file
 from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, swap_tokens
 from kueri.records import STANCES as LABELS  # passage classes in the order of the model's rows
 from kueri.stance.decision import Decision, Explanation, explain, names_an_object
 from kueri.stance.encoders import sentence_votes
 from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, sentence_sentiments
-from kueri.tfidf import TfidfBlock, block_arrays, load_model_file, read_block, write_model_file
+from kueri.tfidf import TfidfBlock, block_arrays, read_block
 
 DEFAULT_MODEL = resources.path("models", "stance-v1.npz")
 MODEL_FORMAT = 1
