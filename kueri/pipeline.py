@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +27,7 @@ from kueri.lucene.index import FORMAT_VERSION, verify_files
 from kueri.parse import PassageReader, TextCorpus
 from kueri.parse.passages import corpus_files
 from kueri.records import NO_STANCE, STANCES, Run, Topic
+from kueri.runcontext import QUIET, RunContext, given_context
 from kueri.stages import Stage, Texts
 from kueri.stages.given import given_stages
 
@@ -55,7 +57,10 @@ def corpus_fingerprint(corpus: Corpus) -> list[dict[str, object]]:
     ]
 
 
-def index_key(corpus: Corpus, analyzer: AnalyzerConfig, skip_bad: bool) -> str:
+def index_key(corpus: Corpus, analyzer: AnalyzerConfig) -> str:
+    """What an index depends on, and nothing else: the corpus (:func:`corpus_fingerprint`), the analysis (with the
+    stoplist's words) and the index format. Whether bad lines are skipped is not part of it: a corpus whose lines
+    are all good gives the same index either way, and one with bad lines gives an index only when they are."""
     described = analyzer.describe()
     if analyzer.stoplist != "none":  # the words matter, not where the file lies
         described["stoplist"] = sorted(read_stoplist(analyzer.stoplist))
@@ -63,7 +68,6 @@ def index_key(corpus: Corpus, analyzer: AnalyzerConfig, skip_bad: bool) -> str:
         "format": FORMAT_VERSION,
         "corpus": corpus_fingerprint(corpus),
         "analyzer": described,
-        "skip_bad": skip_bad,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -93,23 +97,24 @@ def index_corpus(
     corpus: Corpus,
     index_dir: str | Path,
     analyzer: AnalyzerConfig,
+    context: RunContext | None = None,
     *,
-    skip_bad: bool = False,
-    progress: bool = True,
     ram_buffer_mb: float = 256.0,
     ray_address: str | None = None,
     shard_dir: str | Path | None = None,
     chunk_passages: int | None = None,
+    **old: Any,
 ) -> LuceneIndex:
-    """Build an index of ``corpus`` and report read / indexed / skipped counts."""
+    """Build an index of ``corpus`` and report read / indexed / skipped counts (``context``: progress, bad lines)."""
+    context = given_context(context, old, "index_corpus")
     log.info("indexing %s with %s", corpus, analyzer.summary())
-    reader = corpus if isinstance(corpus, TextCorpus) else PassageReader(corpus, skip_bad=skip_bad)
+    reader = corpus if isinstance(corpus, TextCorpus) else PassageReader(corpus, skip_bad=context.skip_bad)
     stats = build_index(
         reader,
         index_dir,
         analyzer,
         ram_buffer_mb=ram_buffer_mb,
-        progress=progress,
+        progress=context.progress,
         ray_address=ray_address,
         shard_dir=shard_dir,
         chunk_passages=chunk_passages,
@@ -125,19 +130,21 @@ def index_corpus(
 def cached_index(
     corpus: Corpus,
     analyzer: AnalyzerConfig,
-    workdir: str | Path,
-    *,
-    skip_bad: bool = False,
-    progress: bool = True,
+    context: RunContext | str | Path,
+    **old: Any,
 ) -> LuceneIndex:
-    """The index of ``corpus`` under ``analyzer`` in ``workdir``, built only when missing.
+    """The index of ``corpus`` under ``analyzer`` in the context's work folder (``context``: a
+    :class:`~kueri.runcontext.RunContext`, or just the folder), built only when missing.
 
     Safe to share: one process builds an index while the others wait for it (a lock per entry). A
     cached index is checked before it is used (:func:`~kueri.lucene.index.verify_files`: its files are
     whole; it opens; its ids match; it was written by this Lucene major with this analysis); a broken or
     foreign one is reported in one warning line, deleted and rebuilt.
     """
-    index_dir = Path(workdir) / f"index-{index_key(corpus, analyzer, skip_bad)}"
+    context = given_context(context, old, "cached_index")
+    if context.workdir is None:
+        raise KueriError("cached_index needs a work folder")
+    index_dir = context.workdir / f"index-{index_key(corpus, analyzer)}"
     with file_lock(index_dir.with_name(index_dir.name + ".lock"), f"the index of {corpus}"):
         if index_dir.exists():
             index = open_cached_index(index_dir, analyzer)
@@ -145,7 +152,7 @@ def cached_index(
                 log.info("reusing index %s", index_dir)
                 return index
         index_dir.parent.mkdir(parents=True, exist_ok=True)
-        return index_corpus(corpus, index_dir, analyzer, skip_bad=skip_bad, progress=progress)
+        return index_corpus(corpus, index_dir, analyzer, context)
 
 
 def open_cached_index(index_dir: Path, analyzer: AnalyzerConfig | None = None) -> LuceneIndex | None:
@@ -167,11 +174,10 @@ class IndexContext:
     """The context of a first stage searched over one given, open index (``kueri search``): no work folder, so
     nothing is built or cached (a dense search needs the vectors ``kueri embed`` made beside the index)."""
 
-    workdir = None
-    skip_bad = False
+    run_context = QUIET  # no work folder
 
-    def __init__(self, index: LuceneIndex, topics: list[Topic], progress: bool = False) -> None:
-        self._index, self.topics, self.progress, self.corpus = index, topics, progress, index.path
+    def __init__(self, index: LuceneIndex, topics: list[Topic]) -> None:
+        self._index, self.topics, self.corpus = index, topics, index.path
         self._shared: dict[Hashable, Any] = {}
 
     def index(self, analyzer: AnalyzerConfig) -> LuceneIndex:
@@ -207,31 +213,42 @@ class Pipeline:
         self,
         corpus: Corpus,
         topics: list[Topic],
-        workdir: str | Path | None = None,
+        context: RunContext | str | Path | None = None,
         *,
-        skip_bad: bool = False,
-        progress: bool = True,
         adapt: Callable[[RunConfig], RunConfig] | None = None,
         indexes: dict[AnalyzerConfig, LuceneIndex] | None = None,
         shared: dict[Hashable, Any] | None = None,
+        **old: Any,
     ) -> None:
-        """``adapt`` rewrites every configuration run, nested ones too (e.g. another judgments file);
-        ``indexes`` and ``shared`` let several pipelines share open indexes and loaded models."""
+        """``context``: how the run goes (:class:`~kueri.runcontext.RunContext`: work folder, progress, bad lines,
+        workers), or just its work folder (None: kueri's default); ``adapt`` rewrites every configuration run,
+        nested ones too (e.g. another judgments file); ``indexes`` and ``shared`` let several pipelines share open
+        indexes and loaded models."""
+        given = given_context(context, old, "Pipeline")
         self.corpus = corpus
         self.adapt = adapt
         self.topics = topics
-        self.workdir = writable_folder(workdir or default_workdir(), "work folder")  # checked before any work
-        self.skip_bad = skip_bad
-        self.progress = progress
+        # the work folder, checked before any work
+        self.run_context = replace(given, workdir=writable_folder(given.workdir or default_workdir(), "work folder"))
         self._indexes: dict[AnalyzerConfig, LuceneIndex] = {} if indexes is None else indexes
         self._shared: dict[Hashable, Any] = {} if shared is None else shared
         self._runs: dict[RunConfig, Run] = {}
 
+    @property
+    def workdir(self) -> Path:
+        return self.run_context.workdir  # type: ignore[return-value]  # set by __init__
+
+    @property
+    def progress(self) -> bool:
+        return self.run_context.progress
+
+    @property
+    def skip_bad(self) -> bool:
+        return self.run_context.skip_bad
+
     def index(self, analyzer: AnalyzerConfig) -> LuceneIndex:
         if analyzer not in self._indexes:
-            self._indexes[analyzer] = cached_index(
-                self.corpus, analyzer, self.workdir, skip_bad=self.skip_bad, progress=self.progress
-            )
+            self._indexes[analyzer] = cached_index(self.corpus, analyzer, self.run_context)
         return self._indexes[analyzer]
 
     def _any_index(self) -> LuceneIndex:
@@ -321,15 +338,14 @@ def run_config(
     config: RunConfig,
     corpus: str | Path,
     topics: list[Topic],
-    workdir: str | Path | None = None,
+    context: RunContext | str | Path | None = None,
     *,
-    skip_bad: bool = False,
-    progress: bool = True,
     ray: Elsewhere | None = None,
+    **old: Any,
 ) -> Run:
-    """Everything ``config`` describes, from corpus and topics to a validated run; with ``ray``, the topics as tasks
-    of a Ray cluster (:mod:`kueri.ray_runs`: the same run)."""
-    with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
+    """Everything ``config`` describes, from corpus and topics to a validated run, in ``context`` (as
+    :class:`Pipeline`); with ``ray``, the topics as tasks of a Ray cluster (:mod:`kueri.ray_runs`: the same run)."""
+    with Pipeline(corpus, topics, given_context(context, old, "run_config")) as pipeline:
         return ray.run(pipeline, config) if ray is not None else pipeline.run(config)
 
 
@@ -338,12 +354,11 @@ def run_given(
     candidates: Run,
     topics: list[Topic],
     corpus: Corpus,
-    workdir: str | Path | None = None,
+    context: RunContext | str | Path | None = None,
     *,
-    skip_bad: bool = False,
-    progress: bool = True,
     source: str = "the given run",
     ray: Elsewhere | None = None,
+    **old: Any,
 ) -> Run:
     """``config``'s stages after its first over ``candidates`` (any first stage's run, e.g. TIRA's re-rank input),
     validated: the one way in for given candidates (``kueri tira``, ``kueri rerank``, PyTerrier's ``Rerank``).
@@ -358,7 +373,7 @@ def run_given(
     if isinstance(corpus, TextCorpus):
         log.info("no corpus: the second stage's BM25 features use the statistics of the %d candidates alone",
                  len(corpus.texts))
-    with Pipeline(corpus, topics, workdir, skip_bad=skip_bad, progress=progress) as pipeline:
+    with Pipeline(corpus, topics, given_context(context, old, "run_given")) as pipeline:
         return ray.run(pipeline, config, candidates) if ray is not None else pipeline.run_given(config, candidates)
 
 

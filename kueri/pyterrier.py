@@ -37,6 +37,7 @@ from kueri.parse import TextCorpus, read_topics
 from kueri.pipeline import Pipeline, cached_index, default_workdir, run_given
 from kueri.questions import extract_objects
 from kueri.records import NO_STANCE, Hit, Run, Topic
+from kueri.runcontext import RunContext
 from kueri.runfile import read_qrels
 from kueri.runfile import write_run as write_run_file
 from kueri.stages import Stage, kind_named
@@ -69,12 +70,12 @@ def qrels(path: str | Path) -> pd.DataFrame:
 
 @dataclass
 class Index:
-    """A corpus with its work folder: the index of any analysis, built or reused exactly as the CLI does."""
+    """A corpus with its run context (its work folder, bad lines; no progress bars): the index of any analysis,
+    built or reused exactly as the CLI does."""
 
     corpus: Path
-    workdir: Path
+    run_context: RunContext
     analyzer: AnalyzerConfig
-    skip_bad: bool = False
     _open: dict[AnalyzerConfig, LuceneIndex] = field(default_factory=dict, repr=False)
     _shared: dict[Hashable, Any] = field(default_factory=dict, repr=False)  # models and encoders, loaded once
 
@@ -82,26 +83,24 @@ class Index:
         """The open Lucene index of ``analyzer`` (this handle's by default)."""
         analyzer = analyzer or self.analyzer
         if analyzer not in self._open:
-            self._open[analyzer] = cached_index(self.corpus, analyzer, self.workdir, skip_bad=self.skip_bad,
-                                                progress=False)
+            self._open[analyzer] = cached_index(self.corpus, analyzer, self.run_context)
         return self._open[analyzer]
 
     def with_analyzer(self, analyzer: AnalyzerConfig) -> Index:
         """The same corpus and work folder under another analysis (open indexes are shared)."""
-        return Index(self.corpus, self.workdir, analyzer, self.skip_bad, self._open, self._shared)
+        return Index(self.corpus, self.run_context, analyzer, self._open, self._shared)
 
     def context(self, topics: list[Topic]) -> Pipeline:
         """The context kueri's stages run in over ``topics``, sharing this handle's indexes and models."""
         self.lucene()  # its own index first: stages that take any index's texts take this one
-        return Pipeline(self.corpus, topics, self.workdir, skip_bad=self.skip_bad, progress=False,
-                        indexes=self._open, shared=self._shared)
+        return Pipeline(self.corpus, topics, self.run_context, indexes=self._open, shared=self._shared)
 
 
 def index(corpus: str | Path, config: str = "default", workdir: str | Path | None = None,
           skip_bad: bool = False) -> Index:
     """The index of ``corpus`` for configuration ``config``'s analysis, in ``workdir`` (as ``kueri run``)."""
-    handle = Index(Path(corpus), writable_folder(workdir or default_workdir(), "work folder"),
-                   get_config(config).analyzer, skip_bad)
+    folder = writable_folder(workdir or default_workdir(), "work folder")
+    handle = Index(Path(corpus), RunContext(folder, progress=False, skip_bad=skip_bad), get_config(config).analyzer)
     handle.lucene()  # build (or reuse) it now, as the CLI does
     return handle
 
@@ -344,7 +343,8 @@ class Rerank(pt.Transformer):
         records = topic_records(results, who, extract=True)
         corpus = self.corpus or TextCorpus(dict(zip(results["docno"].astype(str), results["text"].astype(str),
                                                     strict=True)), f"the candidates given to {who}")
-        run = run_given(self.config, run_of(results), records, corpus, self.workdir, progress=False, source=who)
+        run = run_given(self.config, run_of(results), records, corpus, RunContext(self.workdir, progress=False),
+                        source=who)
         return frame_of(run, results, stance=_labels_stance(self.config) or "stance" in results.columns)
 
     def __repr__(self) -> str:

@@ -50,6 +50,7 @@ from kueri.errors import EnvironmentProblem, KueriError
 from kueri.files import file_lock, write_bytes_atomic
 from kueri.pipeline import Pipeline, corpus_fingerprint, validate_run
 from kueri.records import Hit, Run, Topic, topic_key
+from kueri.runcontext import RunContext
 from kueri.scaleout import RAY_BATCH
 
 if TYPE_CHECKING:
@@ -354,7 +355,7 @@ def _prepare_vectors(pipeline: Pipeline, stages: list[Any]) -> list[tuple[str, s
         return []
     index = pipeline.index(dense.analyzer)
     pipeline.shared(("vectors", str(index.path), dense.encoder),
-                    lambda: dense.vectors(index, pipeline, pipeline.progress))
+                    lambda: dense.vectors(index, pipeline))
     return [(str(index.path), dense.encoder)]
 
 
@@ -435,8 +436,9 @@ def _run_batch(batch: tuple[int, list[Topic], Run | None], job: _Job) -> _Done:
             _WORKER_INDEXES[folder] = LuceneIndex(folder)
         indexes[analyzer] = by_path[path] = _WORKER_INDEXES[folder]
     # nothing is written to this work folder (the indexes are given, the encoders are the task's)
-    pipeline = _TaskPipeline(job.corpus, topics, Path(tempfile.gettempdir()) / "kueri-ray-work",
-                             skip_bad=job.skip_bad, progress=False, indexes=dict(indexes), shared=_WORKER_SHARED)
+    pipeline = _TaskPipeline(job.corpus, topics, RunContext(Path(tempfile.gettempdir()) / "kueri-ray-work",
+                                                            progress=False, skip_bad=job.skip_bad),
+                             indexes=dict(indexes), shared=_WORKER_SHARED)
     encoders_here = {name: _TaskEncoder.of(name, job.workdir) for name in job.encoders}
     for name, encoder in encoders_here.items():
         encoder.begin()

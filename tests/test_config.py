@@ -11,6 +11,7 @@ from kueri.cli.flags import overrides_from
 from kueri.config import CONFIGS, Overrides, get_config
 from kueri.errors import KueriError
 from kueri.lucene import MAIN_ANALYZER, AnalyzerConfig, Similarity
+from kueri.runcontext import QUIET
 from tests.conftest import SAMPLE_TOPICS
 
 
@@ -154,10 +155,12 @@ def test_the_library_logs_and_never_prints(tmp_path, capsys, caplog):
     caplog.set_level(logging.INFO, logger="kueri")
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"id": "a___1", "contents": "x"}\n{"id": "a___2", "contents": "y"}\n', encoding="utf-8")
-    index_corpus(corpus, tmp_path / "i", AnalyzerConfig(), progress=False).close()
+    index_corpus(corpus, tmp_path / "i", AnalyzerConfig(), QUIET).close()
     assert "indexed 2" in caplog.text
     out = capsys.readouterr()
     assert out.out == "" and "indexed" not in out.err
+    with pytest.warns(DeprecationWarning, match=r"index_corpus\(progress=\) is deprecated"):
+        index_corpus(corpus, tmp_path / "j", AnalyzerConfig(), progress=False).close()  # the old keywords, a release
 
 
 def test_resources_command_and_module(capsys):

@@ -14,6 +14,7 @@ from kueri.cli.flags import config_from
 from kueri.config import CONFIGS, get_config
 from kueri.pipeline import Pipeline
 from kueri.records import Hit, Run
+from kueri.runcontext import RunContext
 from kueri.stages import Context, Option, StageKind
 from tests.conftest import SAMPLE_CORPUS, SAMPLE_TOPICS
 
@@ -98,9 +99,9 @@ def test_a_registered_stage_runs_in_the_pipeline(reverse, workdir):
     from kueri.parse import read_topics
 
     topics = read_topics(SAMPLE_TOPICS)
-    with Pipeline(SAMPLE_CORPUS, topics, workdir, progress=False) as pipeline:
+    with Pipeline(SAMPLE_CORPUS, topics, RunContext(workdir, progress=False)) as pipeline:
         plain = pipeline.run(get_config("row-15"))
-        reversed_run = pipeline.run(get_config("row-15").with_changes(options=(("reverse", True),)))
+        reversed_run = pipeline.run(get_config("row-15").with_changes(reverse=True))
     assert list(reversed_run) == list(plain)
     for qid, hits in plain.items():
         assert [h.doc for h in reversed_run[qid]] == [h.doc for h in reversed(hits)]

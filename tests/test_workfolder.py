@@ -78,7 +78,7 @@ def reference_run(small_input, tmp_path_factory) -> str:
 
 def test_a_process_waits_for_another_building_the_same_entry(small_input, reference_run, tmp_path):
     workdir = tmp_path / "work"
-    key = index_key(small_input / "passages.jsonl", ROW7, False)
+    key = index_key(small_input / "passages.jsonl", ROW7)
     lock = workdir / f"index-{key}.lock"
     with file_lock(lock, "a test's pretend build"):
         process = kueri("tira", "-i", str(small_input), "-o", str(tmp_path / "out"), "--workdir", str(workdir),

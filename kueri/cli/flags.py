@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kueri import stages
 from kueri.config import Overrides, RunConfig, get_config
 from kueri.errors import KueriError
 from kueri.records import Topic
+from kueri.runcontext import RunContext
 
 if TYPE_CHECKING:
     from kueri.ray_runs import RayRun
@@ -147,6 +149,14 @@ def overrides_from(args: argparse.Namespace) -> Overrides:
         stages={name: given[name] for name, option in stages.options().items()
                 if option.command_line and given.get(name) is not None},
     )
+
+
+def run_context_of(args: argparse.Namespace) -> RunContext:
+    """How the run goes, from the flags a command has: ``--workdir``, ``--skip-bad``, ``--workers``, ``-q``."""
+    given = vars(args)
+    workdir = given.get("workdir")
+    return RunContext(Path(workdir) if workdir else None, progress=given.get("progress", True),
+                      skip_bad=bool(given.get("skip_bad")), workers=given.get("workers"))
 
 
 def config_from(args: argparse.Namespace) -> RunConfig:

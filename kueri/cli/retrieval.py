@@ -18,6 +18,7 @@ from kueri.cli.flags import (
     add_workdir_flag,
     config_from,
     ray_of,
+    run_context_of,
     topics_of,
 )
 from kueri.config import RunConfig
@@ -39,8 +40,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from kueri.pipeline import index_corpus
 
     config = config_from(args)
-    index_corpus(args.corpus, args.index, config.analyzer, skip_bad=args.skip_bad, progress=args.progress,
-                 ram_buffer_mb=args.ram_buffer, ray_address=args.ray, shard_dir=args.shard_dir,
+    index_corpus(args.corpus, args.index, config.analyzer, run_context_of(args), ram_buffer_mb=args.ram_buffer,
+                 ray_address=args.ray, shard_dir=args.shard_dir,
                  chunk_passages=args.chunk_passages)
     return 0
 
@@ -62,7 +63,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if not (index_dir / MANIFEST).is_file():
         if not args.corpus:
             raise KueriError(f"{index_dir}: no kueri index there; give --corpus to index one first")
-        index_corpus(args.corpus, index_dir, config_from(args).analyzer, progress=args.progress).close()
+        index_corpus(args.corpus, index_dir, config_from(args).analyzer, run_context_of(args)).close()
     with LuceneIndex(index_dir) as index:
         if args.corpus:
             wanted = [f["path"] for f in corpus_fingerprint(args.corpus)]
@@ -118,7 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         topics = topics_of(args)
     log.info("configuration %s: %s", config.name, config.summary())
     ray = ray_of(args)
-    run = run_config(config, corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress, ray=ray)
+    run = run_config(config, corpus, topics, run_context_of(args), ray=ray)
     write(run, args.output, config.run_tag)
     if ray is not None:
         ray.forget()  # the finished batches, kept until the run file was written

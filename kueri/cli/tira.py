@@ -17,6 +17,7 @@ from kueri.cli.flags import (
     add_workdir_flag,
     config_from,
     ray_of,
+    run_context_of,
     topics_of,
 )
 from kueri.cli.retrieval import write
@@ -47,8 +48,8 @@ def cmd_tira(args: argparse.Namespace) -> int:
         topics = given.topics
         log.info("kueri: TIRA's re-rank input %s: %d candidates of %d topics", found.rerank,
                  sum(len(hits) for hits in given.run.values()), len(given.run))
-        run = run_given(config, given.run, topics, given.corpus, args.workdir, progress=args.progress,
-                        source=str(found.rerank), ray=ray)
+        run = run_given(config, given.run, topics, given.corpus, run_context_of(args), source=str(found.rerank),
+                        ray=ray)
     else:
         assert found.topics is not None and found.corpus is not None
         if found.kind == FULL_RANK:
@@ -56,8 +57,7 @@ def cmd_tira(args: argparse.Namespace) -> int:
             topics = read_queries(found.topics)
         else:
             topics = read_topics(found.topics)
-        run = run_config(config, found.corpus, topics, args.workdir, skip_bad=args.skip_bad, progress=args.progress,
-                         ray=ray)
+        run = run_config(config, found.corpus, topics, run_context_of(args), ray=ray)
     write(run, run_file, config.run_tag)
     if ray is not None:
         ray.forget()  # the finished batches, kept until the run file was written
@@ -92,8 +92,7 @@ def cmd_rerank(args: argparse.Namespace) -> int:
             raise KueriError(f"{source}: a run file has no queries: give --topics or --dataset")
         topics, run, corpus = topics_of(args), read_run(source), args.corpus
     ray = ray_of(args)
-    reranked = run_given(config, run, topics, corpus, args.workdir, skip_bad=args.skip_bad, progress=args.progress,
-                         source=str(source), ray=ray)
+    reranked = run_given(config, run, topics, corpus, run_context_of(args), source=str(source), ray=ray)
     write(reranked, args.output, config.run_tag)
     if ray is not None:
         ray.forget()  # the finished batches, kept until the run file was written

@@ -26,6 +26,7 @@ from kueri.errors import EmptyRun, KueriError, SetupError
 from kueri.objects import ObjectMatcher, mentions
 from kueri.questions import analyse, aspect_terms, extract_objects, speaks_of
 from kueri.records import STANCES, Hit, Topic
+from kueri.runcontext import RunContext
 from kueri.serve.answer import SIDES, UNLABELLED, Answer, Evidence, Passage, Verdict, summarise
 from kueri.serve.checks import BadQuestion
 from kueri.serve.links import SourceLinks
@@ -107,7 +108,7 @@ class Engine:
         self.default_config = next(iter(self.configs))
         self.workdir = Path(workdir) if workdir is not None else default_workdir()
         self.topics = {self.title_key(t.title): t for t in topics}
-        self.progress = progress
+        self.run_context = RunContext(self.workdir, progress=progress)  # how every question's run goes
         self.queue = PipelineQueue(max_waiting, max_wait)
         self._stores: dict[str, Any] = {}  # the encoders whose stores a probe reads (set at start)
         self._indexes: dict[Any, Any] = {}
@@ -128,8 +129,7 @@ class Engine:
         from kueri.pipeline import Pipeline
 
         corpus = self.corpus if self.corpus is not None else self.index_dir
-        return Pipeline(corpus, [topic], self.workdir, progress=self.progress, indexes=self._indexes,
-                        shared=self._shared)
+        return Pipeline(corpus, [topic], self.run_context, indexes=self._indexes, shared=self._shared)
 
     def start(self, preembed: bool | None = None) -> None:
         """Open (or build) the index, load the models and answer one question per configuration, so the first

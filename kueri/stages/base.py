@@ -20,19 +20,19 @@ from kueri.errors import KueriError, deprecated
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import TextCorpus
 from kueri.records import Run, Texts, Topic
+from kueri.runcontext import RunContext
 
 T = TypeVar("T")
 
 
 class Context(Protocol):
-    """What the stages of one run share: the corpus and its indexes, the topics, the passage texts, the
-    work folder (caches), progress bars, objects loaded once (models, encoders), nested runs (fusion)."""
+    """What the stages of one run share: the corpus and its indexes, the topics, the passage texts, how the run
+    goes (``run_context``: the work folder of caches, progress bars, bad lines, workers), objects loaded once
+    (models, encoders), nested runs (fusion)."""
 
     corpus: str | Path | TextCorpus  # its files, or passages given with their texts (given candidates)
     topics: list[Topic]
-    workdir: Path | None  # None: no work folder (a search of one given index); nothing is cached
-    progress: bool
-    skip_bad: bool
+    run_context: RunContext  # its workdir None: no work folder (a search of one given index); nothing is cached
 
     def index(self, analyzer: AnalyzerConfig) -> LuceneIndex: ...
 
@@ -90,8 +90,9 @@ def stored_encoder(context: Context, name: str) -> Any:
     store in the context's work folder (read from it and added to it), or plain without a work folder."""
     from kueri.encoders import open_encoder
 
-    key = ("encoder", name) if context.workdir is None else ("stored-encoder", name, str(context.workdir))
-    return context.shared(key, lambda: open_encoder(name, context.workdir, context.progress))
+    workdir, progress = context.run_context.workdir, context.run_context.progress
+    key = ("encoder", name) if workdir is None else ("stored-encoder", name, str(workdir))
+    return context.shared(key, lambda: open_encoder(name, workdir, progress))
 
 
 #: What the words of a setting mean, in every configuration, flag, class and function: a depth is how many of a

@@ -29,7 +29,7 @@ class QualityRerank(StageDefaults):
         from kueri.quality.offline import quality_scores_for
 
         return quality_scores_for(self.source, context.corpus, ids, texts=context.texts("quality"),
-                                  skip_bad=context.skip_bad)
+                                  skip_bad=context.run_context.skip_bad)
 
     def apply(self, run: Run, context: Context) -> Run:
         from kueri.quality import times_quality

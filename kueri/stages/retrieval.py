@@ -123,15 +123,16 @@ class Dense(StageDefaults):
     def embeds(self) -> tuple[str, ...]:
         return (self.encoder,)
 
-    def vectors(self, index: LuceneIndex, context: Context, progress: bool) -> Any:
+    def vectors(self, index: LuceneIndex, context: Context) -> Any:
         """The vector index beside ``index``, opened and checked. In a context with a work folder, the passages are
         embedded into the encoder's store there first when it lacks some, and the vector index written from it when
         missing; without one (a search of a given index), the vectors must be there (made by ``kueri embed``)."""
         from kueri.dense import embed_index, open_vectors
         from kueri.encoders import get
 
-        if context.workdir is not None:
-            report = embed_index(index, self.encoder, context.workdir, progress=progress)
+        workdir = context.run_context.workdir
+        if workdir is not None:
+            report = embed_index(index, self.encoder, workdir, progress=context.run_context.progress)
             if report.embedded or report.built:
                 log.info("%s", report.summary())
         return open_vectors(index, self.encoder, get(self.encoder).key())
@@ -144,7 +145,7 @@ class Dense(StageDefaults):
     def apply(self, run: Run, context: Context) -> Run:
         index = context.index(self.analyzer)
         vectors = context.shared(("vectors", str(index.path), self.encoder),
-                                 lambda: self.vectors(index, context, context.progress))
+                                 lambda: self.vectors(index, context))
         return self.search(index, context.topics, stored_encoder(context, self.encoder), vectors)
 
 

@@ -61,7 +61,8 @@ class LearnedRanking(StageDefaults):
 
         model = SecondStageModel.load(self.model)
         return second_stage(run, context.topics, context.index(self.analyzer), depth=self.depth, model=model,
-                            progress=context.progress, encoders=self.encoders(context), cascade=self.cascade)
+                            progress=context.run_context.progress, encoders=self.encoders(context),
+                            cascade=self.cascade)
 
 
 def build(config: Any) -> LearnedRanking | None:

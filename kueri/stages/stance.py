@@ -32,11 +32,11 @@ class Stance(StageDefaults):
         return context.shared(("stance-model", self.model_name), lambda: load_model(self.model_name))
 
     def apply(self, run: Run, context: Context) -> Run:
-        from kueri.processes import resolve_workers
         from kueri.stance import label_run
 
+        how = context.run_context
         return label_run(run, context.topics, context.texts("stance"), depth=self.depth, model=self.model(context),
-                         progress=context.progress, workers=resolve_workers())
+                         progress=how.progress, workers=how.resolved_workers())
 
     def explain(self, run: Run, context: Context) -> dict[str, str | None]:
         """The sentence that decided the label :meth:`apply` gives each of the top ``depth`` hits, by passage id
