@@ -37,6 +37,7 @@ import numpy as np
 
 from kueri import resources
 from kueri.cli.script import run_script, script_parser, start
+from kueri.runcontext import QUIET, RunContext
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = resources.sample()
@@ -78,7 +79,7 @@ def throughput(args) -> None:
     shutil.rmtree(index_dir, ignore_errors=True)
     store_dir = work / ("store-ray" if args.ray else "store-local")  # a fresh store: everything is embedded
     shutil.rmtree(store_dir, ignore_errors=True)
-    index = index_corpus(corpus, index_dir, get_config("dense-e5").analyzer, progress=False)
+    index = index_corpus(corpus, index_dir, get_config("dense-e5").analyzer, QUIET)
     print(f"load before: {load()}")
     if args.ray:
         from kueri.scaleout import cluster_processes, local_cluster
@@ -189,7 +190,7 @@ def scale(args) -> None:
                             "--out", str(corpus)], check=True, capture_output=True)
         index_dir = work / f"index-{size}"
         if not (index_dir / "kueri-index.json").exists():
-            index_corpus(corpus, index_dir, get_config("dense-e5").analyzer, progress=False).close()
+            index_corpus(corpus, index_dir, get_config("dense-e5").analyzer, QUIET).close()
         done = subprocess.run([sys.executable, __file__, "build-one", "--index", str(index_dir)], env=env,
                               check=True, capture_output=True, text=True)
         built = json.loads(done.stdout.strip().splitlines()[-1])
@@ -222,7 +223,7 @@ def recall(args) -> None:
     qrels = restrict_qrels(read_qrels(QRELS), ids)
     measures = ["R@100", "R@1000", "nDCG@5"]
     print(f"{'run':18s} " + " ".join(f"{m:>7s}" for m in measures))
-    with Pipeline(corpus, topics, args.workdir, progress=False) as pipeline:
+    with Pipeline(corpus, topics, RunContext(args.workdir, progress=False)) as pipeline:
         for name in ("row-15", "dense-e5", "hybrid-e5", "hybrid-e5-linear"):
             run = restrict_run(pipeline.run(get_config(name)), ids)
             values = evaluate_run(run, qrels, measures)

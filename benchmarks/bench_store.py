@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from kueri.cli.script import run_script, script_parser
+from kueri.runcontext import RunContext
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -127,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     corpus = make_corpus(root, args.passages)
     print(f"corpus {corpus} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     started = time.perf_counter()
-    with cached_index(corpus, get_config("default").analyzer, work, progress=False) as index:
+    with cached_index(corpus, get_config("default").analyzer, RunContext(work, progress=False)) as index:
         index_dir = index.path
     print(f"index {index_dir} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     if args.real:

@@ -61,6 +61,7 @@ from kueri.lucene import CONTENTS_FIELD, AnalyzerConfig, LuceneIndex, read_stopl
 from kueri.parse import read_topics
 from kueri.pipeline import cached_index, default_workdir
 from kueri.records import Topic
+from kueri.runcontext import RunContext
 
 SAMPLE = resources.sample()
 MEASURES = ("df", "ttf")
@@ -246,7 +247,7 @@ def derive(
     topics = read_topics(topics_path)
     workdir = Path(workdir) if workdir else default_workdir()
     chosen = (by, letters)
-    with cached_index(corpus, COUNT_ANALYZER, workdir, progress=progress) as index:
+    with cached_index(corpus, COUNT_ANALYZER, RunContext(workdir, progress=progress)) as index:
         counts = count_terms(index, size)
         kueristop = [term for term, _ in counts.top[chosen]]
         shipped = read_ordered("kueristop")

@@ -25,6 +25,7 @@ from kueri.evaluate import evaluate_run
 from kueri.parse import read_topics
 from kueri.pipeline import cached_index, search_run
 from kueri.records import Run
+from kueri.runcontext import RunContext
 from kueri.runfile import read_qrels
 from kueri.second_stage import load_encoders, second_stage
 from kueri.second_stage.candidates import TextEncoder
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     topics = read_topics(SAMPLE / "topics.xml")
     config = get_config("row-15")
-    index = cached_index(SAMPLE / "passages.jsonl.gz", config.analyzer, args.workdir, progress=False)
+    index = cached_index(SAMPLE / "passages.jsonl.gz", config.analyzer, RunContext(args.workdir, progress=False))
     lexical = search_run(index, config, topics)
     default = get_config("default")
     stage = {"model": default.second_stage, "cascade": default.second_stage_cascade}  # its cascade, as it runs

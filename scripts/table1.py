@@ -26,6 +26,7 @@ from kueri.config import TABLE1, RunConfig, get_config
 from kueri.evaluate import evaluate_run, restrict_qrels
 from kueri.parse import read_topics
 from kueri.pipeline import Pipeline
+from kueri.runcontext import RunContext
 from kueri.runfile import read_qrels, write_run
 
 SAMPLE = resources.sample()
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     corpus_qrels = None
     started = time.perf_counter()
-    with Pipeline(args.corpus, topics, args.workdir, progress=not args.quiet, adapt=adapter(args)) as pipeline:
+    context = RunContext(args.workdir, progress=not args.quiet)
+    with Pipeline(args.corpus, topics, context, adapt=adapter(args)) as pipeline:
         for config in configs:
             run = pipeline.run(config)
             path = out / f"{config.name}.txt"

@@ -54,6 +54,7 @@ from kueri.pipeline import Pipeline
 from kueri.quality.offline import DEFAULT_MODEL as QUALITY_MODEL
 from kueri.quality.offline import OfflineQualityModel
 from kueri.records import Hit, Run
+from kueri.runcontext import RunContext
 from kueri.runfile import read_qrels
 from kueri.second_stage.candidates import Candidates, CandidateTimes, collect
 from kueri.second_stage.features import FEATURES, NEURAL_FEATURES, TEXT_FEATURES, TITLE_FEATURES
@@ -138,7 +139,7 @@ def build_data(corpus: Path, topics_path: Path, qrels_paths: Sequence[Path], wor
     """The candidates of the first stage ``base`` (a named configuration) with their features and labels."""
     topics = read_topics(topics_path)
     started = time.perf_counter()
-    with Pipeline(corpus, topics, workdir, progress=False) as pipeline:
+    with Pipeline(corpus, topics, RunContext(workdir, progress=False)) as pipeline:
         config = get_config(base)
         run = pipeline.run(config)
         index = pipeline.index(config.analyzer)

@@ -26,6 +26,7 @@ from kueri.config import RunConfig, get_config
 from kueri.errors import KueriError
 from kueri.fusion import linear_fusion
 from kueri.records import Hit
+from kueri.runcontext import QUIET
 from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS
 
 #: Passages of the small corpus (the sample's first ones) and per chunk: several chunks, seconds of MiniLM.
@@ -53,7 +54,7 @@ def small_index(small_corpus, tmp_path_factory) -> Path:
     from kueri.pipeline import index_corpus
 
     path = tmp_path_factory.mktemp("dense-index") / "index"
-    index_corpus(small_corpus, path, get_config("dense-e5").analyzer, progress=False).close()
+    index_corpus(small_corpus, path, get_config("dense-e5").analyzer, QUIET).close()
     return path
 
 

@@ -13,6 +13,7 @@ import pytest
 from kueri.lucene.analyze import AnalyzerConfig, analyze, build_analyzer, read_stoplist
 from kueri.parse import PassageReader, read_topics
 from kueri.pipeline import cached_index
+from kueri.runcontext import RunContext
 from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS
 
 SCRIPT = ROOT / "scripts" / "derive_stoplists.py"
@@ -115,7 +116,7 @@ def test_index_counts_equal_counting_the_analysed_tokens(sample_derivation, tmp_
 
 def test_tiny_corpus_most_frequent_terms_are_known(tiny):
     corpus, topics, workdir = tiny
-    with cached_index(corpus, ds.COUNT_ANALYZER, workdir, progress=False) as index:
+    with cached_index(corpus, ds.COUNT_ANALYZER, RunContext(workdir, progress=False)) as index:
         full = ds.count_terms(index, 100)
         assert [t for t, _ in full.top[("df", False)]] == TINY_BY_DF
         assert [t for t, _ in full.top[("ttf", False)]] == TINY_BY_TTF

@@ -19,6 +19,7 @@ import pytest
 
 from kueri.encoders import ENCODERS, EmbeddingStore, StoredEncoder, get, names, store_path, text_digest
 from kueri.errors import SetupError
+from kueri.runcontext import RunContext
 from tests.conftest import ROOT
 
 
@@ -231,7 +232,7 @@ def test_after_kueri_embed_a_new_question_to_serve_embeds_no_passage(tmp_path, c
     corpus, workdir = tmp_path / "small.jsonl", tmp_path / "work"
     with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
         corpus.write_text("".join(line for _, line in zip(range(40), handle, strict=False)), encoding="utf-8")
-    with cached_index(corpus, get_config("default").analyzer, workdir, progress=False) as index:
+    with cached_index(corpus, get_config("default").analyzer, RunContext(workdir, progress=False)) as index:
         index_dir = index.path
     embedded = run_command([sys.executable, "-m", "kueri", "-q", "embed", "--index", str(index_dir), "--encoder",
                             "all", "--store-only", "--workdir", str(workdir)], env={"PYTHONPATH": str(ROOT)})

@@ -12,6 +12,7 @@ import urllib.parse
 import pytest
 
 from kueri.config import get_config
+from kueri.runcontext import RunContext
 from kueri.serve.answer import Answer, Passage, Verdict
 from kueri.serve.checks import MAX_QUESTION, BadQuestion, check_text, parse_objects
 from kueri.serve.engine import without_objects
@@ -505,7 +506,7 @@ def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
         corpus.write_text("".join(line for _, line in zip(range(300), handle, strict=False)), encoding="utf-8")
     topic = next(t for t in read_topics(SAMPLE_CORPUS.parent / "topics.xml") if t.number == "2")
     config = get_config("quality-rerank")  # a quality stage, then the stance of every hit
-    with Pipeline(corpus, [topic], tmp_path / "work", progress=False) as pipeline:
+    with Pipeline(corpus, [topic], RunContext(tmp_path / "work", progress=False)) as pipeline:
         whole = pipeline.run(config)["2"]
         ranked = pipeline.rank(config)["2"]
         shown = pipeline.label(config, {"2": ranked[:10]})["2"]

@@ -27,6 +27,7 @@ from kueri.files import file_lock, writable_file, writable_folder
 from kueri.lucene import MANIFEST, AnalyzerConfig
 from kueri.parse import PassageReader, read_topics
 from kueri.pipeline import cached_index, index_key, search_run
+from kueri.runcontext import RunContext
 from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS
 
 ROW7 = AnalyzerConfig("kueristopv2")
@@ -136,7 +137,7 @@ def cache_row7(small_input: Path, workdir: Path, caplog):
     caplog.set_level(logging.INFO, logger="kueri")
     corpus, topics = small_input / "passages.jsonl", read_topics(small_input / "topics.xml")
     config = get_config("row-07")
-    with cached_index(corpus, ROW7, workdir, progress=False) as index:
+    with cached_index(corpus, ROW7, RunContext(workdir, progress=False)) as index:
         return corpus, topics, config, index.path, search_run(index, config, topics)
 
 
@@ -146,12 +147,12 @@ def test_a_broken_cached_index_is_reported_and_rebuilt(small_input, tmp_path, ca
     corpus, topics, config, path, before = cache_row7(small_input, tmp_path, caplog)
     damage(path)
     caplog.clear()
-    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
+    with cached_index(corpus, ROW7, RunContext(tmp_path, progress=False)) as index:
         assert search_run(index, config, topics) == before
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and f"{path} is broken, rebuilding it" in warnings[0]
     assert "reusing index" not in caplog.text
-    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:  # and the rebuilt one is reused
+    with cached_index(corpus, ROW7, RunContext(tmp_path, progress=False)) as index:  # and the rebuilt one is reused
         assert index.path == path
     assert "reusing index" in caplog.text
 
@@ -170,7 +171,7 @@ def test_a_cached_index_of_another_lucene_is_rebuilt(small_input, tmp_path, capl
     corpus, topics, config, path, before = cache_row7(small_input, tmp_path, caplog)
     rewrite_manifest(path, lucene_version="8.11.2")  # as another kueri on Lucene 8 would have left it
     caplog.clear()
-    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
+    with cached_index(corpus, ROW7, RunContext(tmp_path, progress=False)) as index:
         assert search_run(index, config, topics) == before
         assert index.manifest["lucene_version"] == "9.9.1"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -182,11 +183,11 @@ def test_a_cached_index_with_an_old_manifest_is_reused(small_input, tmp_path, ca
     """Manifests from before the Lucene version and the analysis were recorded: the entry is still good."""
     caplog.set_level(logging.INFO, logger="kueri")
     corpus = small_input / "passages.jsonl"
-    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
+    with cached_index(corpus, ROW7, RunContext(tmp_path, progress=False)) as index:
         path = index.path
     rewrite_manifest(path, lucene_version=None, analysis=None)
     caplog.clear()
-    with cached_index(corpus, ROW7, tmp_path, progress=False) as index:
+    with cached_index(corpus, ROW7, RunContext(tmp_path, progress=False)) as index:
         assert "lucene_version" not in index.manifest
     assert f"reusing index {path}" in caplog.text and "rebuilding" not in caplog.text
 
