@@ -118,6 +118,12 @@ def test_the_deciding_sentence_names_an_object_and_is_read_alone(model):
     assert explanation.sentence == "Had my iPhone for two years and the battery is shot, the screen cracked twice."
     assert explanation.index == 0 and len(fresh.kept) == 3  # the passage and its two sentences naming an object
     assert fresh.explain("Free shipping on orders over $50.", ObjectMatcher(first, second)) == ("NO", None, None)
+    # a topic's passages prepared in one batch first: the same explanation, nothing left to compute
+    prepared = PassageEncoderModel(model.top.path, model.top.meta)
+    prepared.prefetch_explanations([text, "Free shipping on orders over $50."], ObjectMatcher(first, second))
+    assert len(prepared.kept) == 2  # the two sentences naming an object (the passage itself is read by the label)
+    prepared.prefetch([mask_passage(text, ObjectMatcher(first, second))])
+    assert prepared.explain(text, ObjectMatcher(first, second)) == explanation and len(prepared.kept) == 3
 
 
 def emulated_case() -> EmulatedCase:

@@ -2,11 +2,12 @@
 
 Every stance model (:class:`StanceClassifier`) labels a masked passage FIRST, SECOND, NEUTRAL or NO
 (``label_masked``), takes a topic's passages in one batch first where that saves work (``prefetch``), says which
-sentence decided a label (``explain``), and carries its decision as data (priors, NEUTRAL gate:
-``with_decision`` returns the same model deciding otherwise). A strong model on a topic's top hits and a fast one
-below is a :class:`Cascade` of two models. The shipped models are named in :data:`MODELS`, each with its files
-(their SHA-256 in ``kueri/resources/models/SHA256SUMS``); :func:`load_model` opens one by name, or a model file.
-A model pickles as plain data (its encoders as their files): what a worker process or a Ray task receives.
+sentence decided a label (``explain``, after ``prefetch_explanations`` of the topic's passages in one batch), and
+carries its decision as data (priors, NEUTRAL gate: ``with_decision`` returns the same model deciding otherwise). A
+strong model on a topic's top hits and a fast one below is a :class:`Cascade` of two models. The shipped models are
+named in :data:`MODELS`, each with its files (their SHA-256 in ``kueri/resources/models/SHA256SUMS``);
+:func:`load_model` opens one by name, or a model file. A model pickles as plain data (its encoders as their files):
+what a worker process or a Ray task receives.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class StanceClassifier(Protocol):
 
     def explain(self, text: str, matcher: ObjectMatcher) -> Explanation: ...
 
+    def prefetch_explanations(self, texts: Sequence[str], matcher: ObjectMatcher) -> None: ...
+
     def with_decision(self, target_priors: Sequence[float] | None = None,
                       neutral_gate: float | None = None) -> StanceClassifier: ...
 
@@ -67,6 +70,11 @@ class Cascade:
 
     def explain(self, text: str, matcher: ObjectMatcher) -> Explanation:
         return self.top.explain(text, matcher)
+
+    def prefetch_explanations(self, texts: Sequence[str], matcher: ObjectMatcher) -> None:
+        """``texts`` in rank order, as :meth:`prefetch`."""
+        self.top.prefetch_explanations(texts[:self.depth], matcher)
+        self.below.prefetch_explanations(texts[self.depth:], matcher)
 
     def with_decision(self, target_priors: Sequence[float] | None = None,
                       neutral_gate: float | None = None) -> Cascade:

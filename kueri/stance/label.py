@@ -218,7 +218,9 @@ def explain_run(run: Run, topics: Iterable[Topic], texts: Mapping[str, str] | Te
         if not head:
             continue
         matcher = ObjectMatcher(*topic.objects)
-        for rank, (hit, text) in enumerate(zip(head, _lookup(texts, [h.doc for h in head], qid), strict=True), 1):
+        contents = [text or "" for text in _lookup(texts, [h.doc for h in head], qid)]
+        model.prefetch_explanations(contents, matcher)
+        for rank, (hit, text) in enumerate(zip(head, contents, strict=True), 1):
             explanation = model.at_rank(rank).explain(text or "", matcher)
             yield {"topic": qid, "rank": rank, "doc": hit.doc, "stance": explanation.label,
                    "sentence": explanation.sentence}

@@ -240,6 +240,10 @@ class StanceModel:
         (:func:`kueri.stance.decision.explain`)."""
         return explain(text, matcher, self.label_masked, lambda rest: self.decision.scores(*self._analyse(rest)))
 
+    def prefetch_explanations(self, texts: Sequence[str], matcher: ObjectMatcher) -> None:
+        """The sentence votes :meth:`explain` reads (a passage's parts have no sentence the passage lacks)."""
+        self.prefetch([mask_passage(text, matcher) for text in texts])
+
     def with_decision(self, target_priors: Sequence[float] | None = None,
                       neutral_gate: float | None = None) -> StanceModel:
         """The same model with other target priors (FIRST, SECOND, NEUTRAL, NO) and/or NEUTRAL gate."""
