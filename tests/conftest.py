@@ -144,6 +144,7 @@ def row15_cli_run(workdir, tmp_path_factory) -> Path:
 def sample_pipeline_class():  # noqa: ANN201 - kueri.pipeline is imported lazily, as by every fixture here
     from kueri.config import get_config
     from kueri.pipeline import Pipeline
+    from kueri.runcontext import RunContext
 
     default_analyzer = get_config("default").analyzer
 
@@ -151,7 +152,7 @@ def sample_pipeline_class():  # noqa: ANN201 - kueri.pipeline is imported lazily
         """The sample's pipeline in the session's work folder: the default's index is the default run's."""
 
         def __init__(self, work: SessionWork, topics: list) -> None:
-            super().__init__(SAMPLE_CORPUS, topics, work.folder, progress=False)
+            super().__init__(SAMPLE_CORPUS, topics, RunContext(work.folder, progress=False))
             self.work = work
 
         def index(self, analyzer):  # noqa: ANN001, ANN201 - Pipeline.index's

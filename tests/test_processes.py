@@ -224,12 +224,13 @@ from kueri import resources
 from kueri.config import get_config
 from kueri.parse import read_topics
 from kueri.pipeline import run_config
+from kueri.runcontext import RunContext
 from kueri.runfile import write_run
 
 print("the script's top level ran", flush=True)
 sample = resources.path("sample")
-run = run_config(get_config("default"), sample / "passages.jsonl.gz", read_topics(sys.argv[3]), sys.argv[1],
-                 progress=False)
+run = run_config(get_config("default"), sample / "passages.jsonl.gz", read_topics(sys.argv[3]),
+                 RunContext(sys.argv[1], progress=False))
 write_run(run, sys.argv[2], "kueri_default")
 """
 
