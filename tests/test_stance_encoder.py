@@ -153,6 +153,7 @@ def test_v2_labels_swap_with_the_topics_objects(model):
     assert np.allclose(forward, backward[[1, 0, 2, 3]], atol=1e-12)
 
 
+@pytest.mark.slow  # worker processes each load the encoder: as slow as stance-v3's twin test
 def test_v2_labels_are_the_same_alone_in_workers_and_after_pickling(model, monkeypatch):
     """A run of a few topics' top 25 sample hits (the encoder's 20 and 5 for the fast model), labelled in this
     process, in 2 worker processes (the pool's threshold lowered for a small run) and by a pickled model (what a
