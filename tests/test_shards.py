@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -75,17 +76,33 @@ def test_parallel_build_is_the_sequential_index(parallel_index, index_factory, t
     assert not (index.path.parent / "idx.partial").exists()
 
 
-def build_in_subprocess(target: Path, env: dict[str, str], chunk_passages: int = 700) -> subprocess.Popen:
+#: Passages of :func:`first_passages`.
+FIRST_PASSAGES = 300
+
+
+@pytest.fixture(scope="module")
+def first_passages(tmp_path_factory) -> Path:
+    """The sample's first :data:`FIRST_PASSAGES` passages: a corpus of several chunks that indexes in moments, for
+    tests of how a build runs rather than of the index it makes."""
+    path = tmp_path_factory.mktemp("first") / "passages.jsonl"
+    with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as sample:
+        path.write_text("".join(islice(sample, FIRST_PASSAGES)), encoding="utf-8")
+    return path
+
+
+def build_in_subprocess(target: Path, env: dict[str, str], chunk_passages: int = 700,
+                        corpus: Path = SAMPLE_CORPUS) -> subprocess.Popen:
     script = (
         "from kueri.lucene.analyze import AnalyzerConfig\nfrom kueri.lucene import build_index\n"
         "from kueri.parse import PassageReader\n"
-        f"build_index(PassageReader({str(SAMPLE_CORPUS)!r}), {str(target)!r}, AnalyzerConfig('kueristopv2'),"
+        f"build_index(PassageReader({str(corpus)!r}), {str(target)!r}, AnalyzerConfig('kueristopv2'),"
         f" progress=False, workers=2, chunk_passages={chunk_passages})\n"
     )
     return subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, **env},
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow  # two builds of the whole sample
 def test_without_the_java_helper_one_writer_builds_the_same_index(parallel_index, topics, tmp_path):
     """KUERI_JAVA_HELPER=0: no Java threads; one writer builds the index, the same rankings."""
     _, threaded = parallel_index
@@ -116,7 +133,7 @@ def test_stale_java_helper_classes_are_left_out_saying_so(tmp_path, monkeypatch,
     assert "do not match their sources (run scripts/compile_java_helper.py)" in caplog.text
 
 
-def test_a_java_runtime_without_javac_runs_the_helper(tmp_path):
+def test_a_java_runtime_without_javac_runs_the_helper(first_passages, tmp_path):
     """The classes ship compiled: a JRE (here the JDK without its bin/javac) indexes on Java threads."""
     jdk = find_java_home()
     jre = tmp_path / "jre"
@@ -125,7 +142,8 @@ def test_a_java_runtime_without_javac_runs_the_helper(tmp_path):
         if entry.name != "bin":
             (jre / entry.name).symlink_to(entry)
     (jre / "bin" / "java").symlink_to(jdk / "bin" / "java")
-    process = build_in_subprocess(tmp_path / "idx", {"JAVA_HOME": str(jre)}, chunk_passages=1400)
+    process = build_in_subprocess(tmp_path / "idx", {"JAVA_HOME": str(jre)}, chunk_passages=FIRST_PASSAGES // 2,
+                                  corpus=first_passages)
     _, err = process.communicate(timeout=300)
     assert process.returncode == 0, err
     with LuceneIndex(tmp_path / "idx") as index:
@@ -148,15 +166,15 @@ print(jnius.autoclass("java.lang.management.ManagementFactory").getRuntimeMXBean
 """
 
 
-@pytest.mark.parametrize(("chunk", "c2_only"), [(1000, True), (5000, False)])
-def test_a_build_of_many_chunks_starts_its_jvm_for_throughput(tmp_path, chunk, c2_only):
+@pytest.mark.parametrize(("chunk", "c2_only"), [(FIRST_PASSAGES // 3, True), (5000, False)])
+def test_a_build_of_many_chunks_starts_its_jvm_for_throughput(first_passages, tmp_path, chunk, c2_only):
     """Three chunks: the JVM, started by the build, compiles with C2 only; one chunk (a short job): tiered."""
-    done = subprocess.run([sys.executable, "-c", JVM_ARGUMENTS_AFTER_A_BUILD, str(SAMPLE_CORPUS), str(tmp_path / "i"),
-                           str(chunk)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", JVM_ARGUMENTS_AFTER_A_BUILD, str(first_passages),
+                           str(tmp_path / "i"), str(chunk)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "-Xrs" in done.stdout, done.stdout  # the JVM's arguments, as kueri started it
     assert ("-XX:-TieredCompilation" in done.stdout) == c2_only, done.stdout
-    assert read_manifest(tmp_path / "i")["indexed"] == 2607
+    assert read_manifest(tmp_path / "i")["indexed"] == FIRST_PASSAGES
 
 
 def test_shards_joined_or_searched_as_one(tmp_path, index_factory, topics):

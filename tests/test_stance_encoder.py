@@ -153,17 +153,18 @@ def test_v2_labels_swap_with_the_topics_objects(model):
     assert np.allclose(forward, backward[[1, 0, 2, 3]], atol=1e-12)
 
 
+@pytest.mark.slow  # worker processes each load the encoder: as slow as stance-v3's twin test
 def test_v2_labels_are_the_same_alone_in_workers_and_after_pickling(model, monkeypatch):
-    """A run of 10 topics' top 25 sample hits (the encoder's 20 and 5 for the fast model), labelled in this
+    """A run of a few topics' top 25 sample hits (the encoder's 20 and 5 for the fast model), labelled in this
     process, in 2 worker processes (the pool's threshold lowered for a small run) and by a pickled model (what a
     worker or a Ray task receives)."""
     from kueri.parse import PassageReader, read_topics
     from kueri.runfile import read_run
     from kueri.stance import label, label_run
-    from tests.conftest import SAMPLE_CORPUS, SAMPLE_TOPICS
+    from tests.conftest import FEW_TOPICS, SAMPLE_CORPUS, SAMPLE_TOPICS
 
     reference = read_run(DATA / "default-run.txt.gz")
-    run = {qid: hits[:25] for qid, hits in list(reference.items())[:10]}  # 5 hits a topic below the encoder
+    run = {qid: reference[qid][:25] for qid in FEW_TOPICS}  # 5 hits a topic below the encoder
     ids = {hit.doc for hits in run.values() for hit in hits}
     texts = {p.id: p.contents for p in PassageReader(SAMPLE_CORPUS) if p.id in ids}
     topics = read_topics(SAMPLE_TOPICS)
