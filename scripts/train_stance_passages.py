@@ -6,6 +6,7 @@
     .venv/bin/python scripts/train_stance_passages.py --cache DIR cv        # the cross-validation, both data sets
     .venv/bin/python scripts/train_stance_passages.py --cache DIR frozen    # the frozen fifth, once, at the end
     .venv/bin/python scripts/train_stance_passages.py --cache DIR write     # kueri/resources/models/stance-v3.npz
+    .venv/bin/python scripts/train_stance_passages.py --cache DIR --encoder FILE cv   # on another sentence encoder
 
 The model reads a whole passage: kueri's stance cross-encoder (``stance-encoder-v1.npz``, MiniLM fine-tuned on
 CompSent-19's sentences) over the pair ("x is better than y", the passage with the topic's objects masked as x
@@ -17,7 +18,8 @@ sentence naming both objects without comparing them takes no position); never th
 shipped sample's passages.
 
 The encoder's states are computed once per text (kueri's own graph) and kept in ``--cache``: the heads of every
-fold and fold assignment are fitted on them. The decision shifts the probabilities from the training data's
+fold and fold assignment are fitted on them (``--encoder``: another sentence encoder's, such as one tuned from e5 by
+``train_stance_encoder.py --base e5``, kept apart). The decision shifts the probabilities from the training data's
 class balance to the web-passage set's (its README: an assumption about the web, not tuned).
 """
 
@@ -102,17 +104,19 @@ def names_an_object(item: Item) -> bool:
 class States:
     """The stance encoder's first-token states of items, both orders, computed once and kept in a cache folder."""
 
-    def __init__(self, cache: Path) -> None:
+    def __init__(self, cache: Path, encoder: Path = SENTENCE_MODEL) -> None:
         self.cache = cache
         cache.mkdir(parents=True, exist_ok=True)
-        self.encoder = CrossEncoder(SENTENCE_MODEL, "`python scripts/train_stance_encoder.py`")
-        self.encoder.tokenizer = pair_tokenizer(MAX_TOKENS)  # whole passages, not sentences
+        self.encoder = CrossEncoder(encoder, "`python scripts/train_stance_encoder.py`")
+        self.encoder.tokenizer = pair_tokenizer(MAX_TOKENS, self.encoder.base_name)  # whole passages, not sentences
+        # The shipped encoder's states keep their names; another's are named after its file's bytes.
+        self.prefix = "" if encoder == SENTENCE_MODEL else hashlib.sha256(encoder.read_bytes()).hexdigest()[:12] + "-"
 
     def of(self, name: str, items: Sequence[Item]) -> tuple[np.ndarray, np.ndarray]:
         texts = [masked_text(item.passage.tokens) for item in items]
         swapped = [masked_text(item.passage.swapped().tokens) for item in items]
         digest = hashlib.sha1("\0".join(texts).encode()).hexdigest()[:16]
-        path = self.cache / f"{name}-{MAX_TOKENS}-{digest}.npz"
+        path = self.cache / f"{self.prefix}{name}-{MAX_TOKENS}-{digest}.npz"
         if path.exists():
             saved = np.load(path)
             return saved["forward"], saved["backward"]
@@ -356,6 +360,8 @@ def main() -> int:
     parser.add_argument("--web", type=Path, default=WEB, help="the web-passage set's folder (%(default)s)")
     parser.add_argument("--model", nargs="*", default=[], help="frozen: also these models (names or files)")
     parser.add_argument("--votes", action="store_true", help="cv: the sentence encoder's votes as inputs too")
+    parser.add_argument("--encoder", type=Path, default=SENTENCE_MODEL,
+                        help="cv: the sentence encoder whose states the head reads (%(default)s)")
     parser.add_argument("what", choices=("bow", "cv", "frozen", "write"))
     args = parser.parse_args()
     started = time.perf_counter()
@@ -363,7 +369,9 @@ def main() -> int:
         print(summarise("bag of words, web-passage set", bag_of_words(web_items("train", args.web), args.assignments)))
         print(summarise("bag of words, stance answers", bag_of_words(answer_items(), 3)))
         return 0
-    states = States(args.cache)
+    if args.encoder != SENTENCE_MODEL and args.what != "cv":
+        parser.error("--encoder is for cv: the shipped model and the frozen fifth read the shipped encoder")
+    states = States(args.cache, args.encoder)
     web = load(states, "web-train", web_items("train", args.web))
     answers = load(states, "answers", answer_items())
     compsent = load(states, "compsent-train", compsent_items(True))

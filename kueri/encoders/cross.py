@@ -10,6 +10,10 @@ longest input it reads, what it was trained on). It runs through the same BERT g
 (:mod:`kueri.encoders.bert_graph`: the same bits on every x86-64 CPU with AVX2 and FMA); the head is applied
 with kueri's fixed-order arithmetic.
 
+A file whose base SHA-256 is e5's (:mod:`kueri.encoders.e5`) is read on multilingual-e5-small instead (``<s> first
+</s></s> second </s>`` in its own pieces, its input embeddings): a base measured against MiniLM's, not shipped
+(docs/stance.md).
+
 This module knows no task: what the pairs mean (the stance models' hypotheses and masked texts) is the
 caller's (:mod:`kueri.stance.encoders`).
 """
@@ -25,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from kueri.arithmetic import exps, row_dots
+from kueri.encoders import e5
 from kueri.encoders.bert_graph import (
     BertEncoder,
     BertLayer,
@@ -36,7 +41,7 @@ from kueri.encoders.bert_graph import (
     require_onnxruntime,
 )
 from kueri.encoders.minilm import INSTALL_HINT, MODEL_SHA256, TOKENIZER, MiniLMWeights
-from kueri.encoders.registry import MINILM
+from kueri.encoders.registry import E5, MINILM
 from kueri.encoders.wordpiece import WordPieceTokenizer
 from kueri.errors import SetupError
 from kueri.model_files import load_model_file, write_model_file
@@ -115,21 +120,64 @@ class TunedWeights:
         write_model_file(path, {**self.meta, "format": MODEL_FORMAT, "layers": len(self.layers)}, arrays)
 
 
-def base_weights() -> MiniLMWeights:
-    """MiniLM's weights as its package ships them (the base every tuned model starts from)."""
+class E5Base:
+    """multilingual-e5-small as a cross-encoder's base: its encoder (linear layers as int8 blocks, as the e5 encoder
+    runs them) and its input embeddings (word + position + token type 0, as :class:`~kueri.encoders.e5.E5Encoder`
+    computes them)."""
+
+    def __init__(self, weights: e5.E5Weights) -> None:
+        self.weights = weights
+        self.encoder = weights.encoder()
+        self.pad = weights.pad
+        self._positions = np.asarray(weights.tensors["emb.pos"]).reshape(weights.max_positions, -1)
+        self._type = np.asarray(weights.tensors["emb.type"]).reshape(-1, weights.hidden)[0]
+
+    def embeddings(self, ids: np.ndarray) -> np.ndarray:
+        return self.weights.word_embeddings(ids) + self._positions[: ids.shape[1]] + self._type
+
+
+class SentencePiecePairs:
+    """``<s> first </s></s> second </s>`` in e5's pieces (XLM-RoBERTa's pair form), at most ``max_length`` ids:
+    ``second`` is cut, as :meth:`WordPieceTokenizer.encode_pair` cuts it."""
+
+    def __init__(self, weights: e5.E5Weights, max_length: int) -> None:
+        self.tokenizer, self.bos, self.eos, self.max_length = weights.tokenizer, weights.bos, weights.eos, max_length
+
+    def encode_pair(self, first: str, second: str) -> list[int]:
+        head = self.tokenizer.encode(first, self.max_length - 4)
+        tail = self.tokenizer.encode(second, self.max_length - 4 - len(head))
+        return [self.bos, *head, self.eos, self.eos, *tail, self.eos]
+
+
+Base = MiniLMWeights | E5Base
+PairTokenizer = WordPieceTokenizer | SentencePiecePairs
+#: The bases a cross-encoder can be tuned from, by name: MiniLM (every shipped file) and e5-small.
+BASES = {"minilm": MODEL_SHA256, "e5": e5.MODEL_SHA256}
+
+
+def base_weights(base: str = "minilm") -> Base:
+    """The ``base`` model's weights as its package ships them (the base every tuned model starts from)."""
     require_onnxruntime(INSTALL_HINT)
-    path = MINILM.model_file()
-    if hashlib.sha256(path.read_bytes()).hexdigest() != MODEL_SHA256:
-        raise SetupError(f"{path} is not the MiniLM file kueri's cross-encoders were fine-tuned from "
-                         f"(sha256 {MODEL_SHA256[:12]}...): {MINILM.install_hint}")
-    return MiniLMWeights.load(path)
+    entry = {"minilm": MINILM, "e5": E5}[base]
+    path = entry.model_file()
+    if hashlib.sha256(path.read_bytes()).hexdigest() != BASES[base]:
+        raise SetupError(f"{path} is not the {entry.name} file kueri's cross-encoders were fine-tuned from "
+                         f"(sha256 {BASES[base][:12]}...): {entry.install_hint}")
+    return MiniLMWeights.load(path) if base == "minilm" else E5Base(e5.E5Weights.load(path))
 
 
-def pair_tokenizer(max_tokens: int) -> WordPieceTokenizer:
+def base_name(meta: dict[str, object]) -> str | None:
+    """The base a tuned model's header names (by its file's SHA-256), None for an unknown one."""
+    return next((name for name, digest in BASES.items() if meta.get("base_sha256") == digest), None)
+
+
+def pair_tokenizer(max_tokens: int, base: str = "minilm") -> PairTokenizer:
+    if base == "e5":
+        return SentencePiecePairs(e5.E5Weights.load(E5.model_file()), max_tokens)
     return WordPieceTokenizer(TOKENIZER, max_tokens)
 
 
-def encode_pairs(tokenizer: WordPieceTokenizer, pairs: Sequence[tuple[str, str]]) -> list[list[int]]:
+def encode_pairs(tokenizer: PairTokenizer, pairs: Sequence[tuple[str, str]]) -> list[list[int]]:
     """``[CLS] first [SEP] second [SEP]`` of each pair, the second text cut to fit the tokenizer's length."""
     return [tokenizer.encode_pair(first, second) for first, second in pairs]
 
@@ -151,11 +199,14 @@ class CrossEncoder:
     def __init__(self, path: str | Path, rebuild: str, threads: int | None = None) -> None:
         self.path, self.rebuild, self.threads = Path(path), rebuild, threads
         self.tuned = TunedWeights.load(path, rebuild)
-        if self.tuned.meta.get("base_sha256") != MODEL_SHA256:
-            raise SetupError(f"cross-encoder {path} was tuned from another MiniLM file: rebuild it with {rebuild}")
+        base = base_name(self.tuned.meta)
+        if base is None:
+            raise SetupError(f"cross-encoder {path} was tuned from another MiniLM file (or e5 file): "
+                             f"rebuild it with {rebuild}")
+        self.base_name = base
         self.labels = self.tuned.labels
-        self.tokenizer = pair_tokenizer(self.tuned.max_tokens)
-        self._opened: tuple[MiniLMWeights, Any, int] | None = None
+        self.tokenizer = pair_tokenizer(self.tuned.max_tokens, base)
+        self._opened: tuple[Base, Any, int] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.path, self.rebuild, self.threads)
@@ -164,8 +215,8 @@ class CrossEncoder:
     def meta(self) -> dict[str, object]:
         return self.tuned.meta
 
-    def graph(self, base: MiniLMWeights) -> BertEncoder:
-        """MiniLM's encoder with the tuned layers in place of its top ones."""
+    def graph(self, base: Base) -> BertEncoder:
+        """The base's encoder with the tuned layers in place of its top ones."""
         first, encoder = self.tuned.first_layer, base.encoder
         if first + len(self.tuned.layers) != len(encoder.layers):
             raise SetupError(f"cross-encoder {self.path} replaces layers {first}.. of {len(encoder.layers)} with "
@@ -173,14 +224,14 @@ class CrossEncoder:
         return BertEncoder(f"{encoder.name}-cross", encoder.hidden, encoder.heads, encoder.eps, encoder.embedding_norm,
                            [*encoder.layers[:first], *self.tuned.layers])
 
-    def _open(self) -> tuple[MiniLMWeights, Any, int]:
+    def _open(self) -> tuple[Base, Any, int]:
         if self._opened is None:
-            base = base_weights()
+            base = base_weights(self.base_name)
             self._opened = (base, *open_graph_session(self.graph(base), self.threads, INSTALL_HINT))
         return self._opened
 
     @property
-    def base(self) -> MiniLMWeights:
+    def base(self) -> Base:
         return self._open()[0]
 
     @property
@@ -194,7 +245,8 @@ class CrossEncoder:
             return np.zeros((0, base.encoder.hidden), dtype=np.float32)
         encoded = encode_pairs(self.tokenizer, pairs)
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-        return embed_in_batches(session, encoded, order, BATCH, 0, base.embeddings, base.encoder.hidden,
+        pad = base.pad if isinstance(base, E5Base) else 0
+        return embed_in_batches(session, encoded, order, BATCH, pad, base.embeddings, base.encoder.hidden,
                                 "cross-encoder", False, workers, pooling=first_token)
 
     def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
