@@ -102,7 +102,7 @@ def subject(name: str, texts: list[str], threads: int | None) -> Subject:
     encoder = e5.E5Encoder(threads=threads)
     return Subject("e5", encoder.weights.layers, e5.MAX_TOKENS, e5.BATCH,
                    [encoder.tokens(e5.PASSAGE_PREFIX + t) for t in texts], encoder.weights.pad,
-                   encoder._input_embeddings, lambda: build_graph(encoder.weights.encoder()), encoder.session,
+                   encoder.weights.input_embeddings, lambda: build_graph(encoder.weights.encoder()), encoder.session,
                    encoder.workers)
 
 

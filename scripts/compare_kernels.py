@@ -139,7 +139,7 @@ def encoder_inputs(folder: Path, count: int) -> None:
     arrays = {}
     for name, encoded, pad, embed in (
             ("minilm", [minilm.tokenizer.encode(t) for t in texts], 0, minilm.weights.embeddings),
-            ("e5", [e5.tokens(PASSAGE_PREFIX + t) for t in texts], e5.weights.pad, e5._input_embeddings)):
+            ("e5", [e5.tokens(PASSAGE_PREFIX + t) for t in texts], e5.weights.pad, e5.weights.input_embeddings)):
         ids = np.full((len(encoded), max(map(len, encoded))), pad, dtype=np.int64)
         mask = np.zeros(ids.shape, dtype=bool)
         for row, pieces in enumerate(encoded):

@@ -62,7 +62,7 @@ def test_states_are_e5s_own_first_token_states(files):
     states = cross.states(pairs)
     for row, pair in zip(states, pairs, strict=True):
         ids = np.array([cross.tokenizer.encode_pair(*pair)], dtype=np.int64)
-        expected = first_token(own.session, own._input_embeddings(ids), np.ones(ids.shape, dtype=bool))[0]
+        expected = first_token(own.session, own.weights.input_embeddings(ids), np.ones(ids.shape, dtype=bool))[0]
         assert np.array_equal(row, expected)
     logits = states.astype(np.float64) @ head.weight.astype(np.float64) + head.bias
     assert np.allclose(cross.logits(pairs), logits, atol=1e-5)

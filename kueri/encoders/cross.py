@@ -122,18 +122,12 @@ class TunedWeights:
 
 class E5Base:
     """multilingual-e5-small as a cross-encoder's base: its encoder (linear layers as int8 blocks, as the e5 encoder
-    runs them) and its input embeddings (word + position + token type 0, as :class:`~kueri.encoders.e5.E5Encoder`
-    computes them)."""
+    runs them) and its input embeddings (:meth:`~kueri.encoders.e5.E5Weights.input_embeddings`)."""
 
     def __init__(self, weights: e5.E5Weights) -> None:
-        self.weights = weights
         self.encoder = weights.encoder()
         self.pad = weights.pad
-        self._positions = np.asarray(weights.tensors["emb.pos"]).reshape(weights.max_positions, -1)
-        self._type = np.asarray(weights.tensors["emb.type"]).reshape(-1, weights.hidden)[0]
-
-    def embeddings(self, ids: np.ndarray) -> np.ndarray:
-        return self.weights.word_embeddings(ids) + self._positions[: ids.shape[1]] + self._type
+        self.embeddings = weights.input_embeddings
 
 
 class SentencePiecePairs:
@@ -245,8 +239,7 @@ class CrossEncoder:
             return np.zeros((0, base.encoder.hidden), dtype=np.float32)
         encoded = encode_pairs(self.tokenizer, pairs)
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-        pad = base.pad if isinstance(base, E5Base) else 0
-        return embed_in_batches(session, encoded, order, BATCH, pad, base.embeddings, base.encoder.hidden,
+        return embed_in_batches(session, encoded, order, BATCH, base.pad, base.embeddings, base.encoder.hidden,
                                 "cross-encoder", False, workers, pooling=first_token)
 
     def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:

@@ -183,6 +183,12 @@ class E5Weights:
         """Embedding rows of token ids (any shape), as float32 (``ids.shape + (hidden,)``)."""
         return dequantise(self.tensors["emb.word"][ids])
 
+    def input_embeddings(self, ids: np.ndarray) -> np.ndarray:
+        """What the encoder reads for a batch of token ids (batch x tokens): word + position + token type 0."""
+        positions = np.asarray(self.tensors["emb.pos"]).reshape(self.max_positions, -1)
+        token_type = np.asarray(self.tensors["emb.type"]).reshape(-1, self.hidden)[0]
+        return self.word_embeddings(ids) + positions[: ids.shape[1]] + token_type
+
     def encoder(self, int8: bool = True) -> BertEncoder:
         """The encoder past the input embeddings, for :func:`~kueri.encoders.bert_graph.build_graph`:
         linear layers re-quantised to int8 blocks (``int8``, what the encoder runs), or the 4-bit weights
@@ -215,9 +221,6 @@ class E5Encoder:
         self.weights = E5Weights.load(path)
         if self.weights.hidden != self.dimension:
             raise SetupError(f"e5 model has {self.weights.hidden} dimensions, not {self.dimension}: {INSTALL_HINT}")
-        tensors = self.weights.tensors
-        self._positions = np.asarray(tensors["emb.pos"]).reshape(self.weights.max_positions, -1)
-        self._type = np.asarray(tensors["emb.type"]).reshape(-1, self.dimension)[0]
         self.session, self.workers = open_graph_session(self.weights.encoder(int8), threads, INSTALL_HINT)
         self.store_key = store_key(int8)
         self.progress = False  # a progress bar over the batches of a long call
@@ -230,12 +233,8 @@ class E5Encoder:
     def _encode(self, texts: list[str], prefix: str) -> np.ndarray:
         encoded = [self.tokens(prefix + text) for text in texts]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # little padding per batch
-        return embed_in_batches(self.session, encoded, order, BATCH, self.weights.pad, self._input_embeddings,
+        return embed_in_batches(self.session, encoded, order, BATCH, self.weights.pad, self.weights.input_embeddings,
                                 self.dimension, "e5", self.progress, self.workers)
-
-    def _input_embeddings(self, ids: np.ndarray) -> np.ndarray:
-        width = ids.shape[1]
-        return self.weights.word_embeddings(ids) + self._positions[:width] + self._type
 
     def queries(self, texts: list[str]) -> np.ndarray:
         """Embeddings of search queries (``query: `` + text)."""

@@ -28,7 +28,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -76,6 +76,7 @@ class MiniLMWeights:
     word: tuple[np.ndarray, np.ndarray]  # int8 vocabulary x hidden, float32 vocabulary x 1
     positions: np.ndarray  # float32 positions x hidden
     token_type: np.ndarray  # float32 hidden: token type 0's row (every text is one segment)
+    pad: ClassVar[int] = 0  # [PAD]'s id
 
     @classmethod
     def load(cls, path: str | Path) -> MiniLMWeights:
