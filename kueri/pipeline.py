@@ -236,15 +236,8 @@ class Pipeline:
 
     @property
     def workdir(self) -> Path:
-        return self.run_context.workdir  # type: ignore[return-value]  # set by __init__
-
-    @property
-    def progress(self) -> bool:
-        return self.run_context.progress
-
-    @property
-    def skip_bad(self) -> bool:
-        return self.run_context.skip_bad
+        """The run context's work folder, which a pipeline always has (made and checked by ``__init__``)."""
+        return self.run_context.workdir  # type: ignore[return-value]
 
     def index(self, analyzer: AnalyzerConfig) -> LuceneIndex:
         if analyzer not in self._indexes:

@@ -150,7 +150,7 @@ def run_on_ray(pipeline: Pipeline, config: RunConfig, ray_run: RayRun, candidate
                             | {encoder for _, encoder in vectors}))
     packed = tuple(ray.put(_pack(index.path)) for index in indexes.values()) if ray_run.copy_index else ()
     job = _Job(config, str(pipeline.corpus), tuple((a, str(i.path), _ids_digest(i)) for a, i in indexes.items()),
-               packed, str(pipeline.workdir), encoders, tuple(vectors), pipeline.skip_bad)
+               packed, str(pipeline.workdir), encoders, tuple(vectors), pipeline.run_context.skip_bad)
 
     by_number = {topic.number: topic for topic in pipeline.topics}
     order = list(candidates) if candidates is not None else list(dict.fromkeys(t.number for t in pipeline.topics))
@@ -171,7 +171,7 @@ def run_on_ray(pipeline: Pipeline, config: RunConfig, ray_run: RayRun, candidate
     results = dict(finished)
     stats = _Stats()
     for number, done in _dispatch(ray, ray_run, job, todo, len(order), sum(len(batches[n]) for n in finished),
-                                  pipeline.progress, stats):
+                                  pipeline.run_context.progress, stats):
         _save(ray_run.journal, number, done.run)
         results[number] = done.run
     merged: Run = {}
