@@ -41,7 +41,7 @@ demo: install
 # engine for them where it can, and says why they are skipped where it cannot).
 test: install debian-packages
 	$(BIN)/ruff check kueri scripts tests benchmarks
-	scripts/with_docker.sh $(BIN)/pytest -q -rs --durations=15
+	scripts/with_docker.sh $(BIN)/pytest -q -rs --durations=15 -n 2 --dist loadfile
 
 # The fast loop: every unit-level test, under 2 minutes on 2 cores.
 test-fast: install

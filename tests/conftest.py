@@ -88,27 +88,44 @@ class TiraRun:
     workdir: Path
 
 
+def shared_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """The folder ``name`` that every process of the session sees: in the session's temp folder, or, when
+    pytest-xdist runs the tests in worker processes (``make test``), in the one that holds the workers' own."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 class SessionWork:
     """The session's one work folder, where every index of the sample and every passage embedding is made once.
 
     The default run (``my-software.sh``, :meth:`default_run`) is made first in it, nothing cached: it must build its
     index and embed its candidates itself, as its tests read in what it reports. Anything else that builds the
     default's index here waits for it (:class:`SamplePipeline`), and the ``workdir`` fixture is the folder after it.
+    Worker processes share the folder and the run: the first to ask makes it, under a lock the others wait on (as
+    kueri's own processes share a work folder's entries).
     """
 
     def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
         self.tmp_path_factory = tmp_path_factory
-        self.folder = tmp_path_factory.mktemp("work")
+        self.folder = shared_folder(tmp_path_factory, "work")
+        self.made = shared_folder(tmp_path_factory, "default-run")
         self._default_run: TiraRun | None = None
 
     def default_run(self) -> TiraRun:
         """``my-software.sh`` with no options on the shipped sample, from another directory, made once."""
+        from kueri.files import file_lock
+
         if self._default_run is None:
-            out = self.tmp_path_factory.mktemp("default-run")
-            result = run_command([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(out), "-w",
-                                  str(self.folder)], cwd=self.tmp_path_factory.mktemp("elsewhere"))
-            assert result.returncode == 0, result.stderr
-            self._default_run = TiraRun(out, result.stderr, self.folder)
+            out, stderr = self.made / "out", self.made / "stderr.txt"
+            with file_lock(self.made / ".lock", "the session's default run"):
+                if not stderr.exists():  # written last: a run that failed is made again by the next to ask
+                    result = run_command([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(out), "-w",
+                                          str(self.folder)], cwd=self.tmp_path_factory.mktemp("elsewhere"))
+                    assert result.returncode == 0, result.stderr
+                    stderr.write_text(result.stderr)
+            self._default_run = TiraRun(out, stderr.read_text(), self.folder)
         return self._default_run
 
 
@@ -218,9 +235,12 @@ needs_qemu = pytest.mark.skipif(
 @pytest.fixture(scope="session")
 def emulated_haswell(request, tmp_path_factory) -> dict:
     """Each selected test module's ``emulated_case()`` computed here and on an emulated Haswell, all in one emulated
-    process (tests/emulated.py): {module name: (here, emulated)}."""
+    process (tests/emulated.py) for the session's processes: {module name: (here, emulated)}."""
+    from kueri.files import file_lock
     from tests.emulated import on_emulated_haswell
 
     modules = {item.module.__name__ for item in request.session.items
                if "emulated_haswell" in getattr(item, "fixturenames", ())}
-    return on_emulated_haswell(modules, tmp_path_factory.mktemp("emulated"))
+    folder = shared_folder(tmp_path_factory, "emulated")  # worker processes emulate once for all
+    with file_lock(folder / ".lock", "the emulated CPU's outputs"):
+        return on_emulated_haswell(modules, folder)
