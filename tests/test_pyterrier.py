@@ -14,7 +14,15 @@ pt = pytest.importorskip("pyterrier")
 
 from kueri import pyterrier as kp  # noqa: E402
 from kueri.errors import KueriError  # noqa: E402
-from tests.conftest import QRELS, ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS, check_default_ndcg5, run_command  # noqa: E402
+from tests.conftest import (  # noqa: E402
+    FEW_TOPICS,
+    QRELS,
+    ROOT,
+    SAMPLE_CORPUS,
+    SAMPLE_TOPICS,
+    lines_of_topics,
+    run_command,
+)
 
 JAVA_RUNS = ROOT / "tests" / "data" / "original-java-runs"
 
@@ -126,15 +134,17 @@ def test_experiment_agrees_with_kueri_evaluate(index, topics, qrels, workdir, tm
 
 @pytest.mark.slow
 def test_the_default_pipeline_is_the_clis_run(default_tira_run, topics, qrels, tmp_path):
+    """On a few of the sample's topics (a run is made topic by topic: their lines of the CLI's run are theirs)."""
     default = kp.pipeline("default", SAMPLE_CORPUS, default_tira_run.workdir)  # embeddings cached there
-    results = default(topics)
-    assert set(results["stance"]) <= {"FIRST", "SECOND", "NEUTRAL", "NO"}
+    few = topics[topics.qid.isin(FEW_TOPICS)]
+    results = default(few)
+    assert set(results["stance"]) == {"FIRST", "SECOND", "NEUTRAL", "NO"}
     kp.write_run(results, tmp_path / "run.txt", "kueri_default")
-    assert (tmp_path / "run.txt").read_text() == (default_tira_run.out / "run.txt").read_text()
-    # The whole run's results, not the pipeline again (a second whole run would only cost time)...
-    table = pt.Experiment([results], topics, qrels, eval_metrics=["ndcg_cut_5"], names=["default"])
-    assert round(table.ndcg_cut_5[0], 4) == round(kueri_evaluate(tmp_path / "run.txt"), 4)
-    check_default_ndcg5(table.ndcg_cut_5[0])
+    assert (tmp_path / "run.txt").read_text() == lines_of_topics((default_tira_run.out / "run.txt").read_text(),
+                                                                  FEW_TOPICS)
+    # The results, not the pipeline again (a second run would only cost time)...
+    table = pt.Experiment([results], few, qrels, eval_metrics=["ndcg_cut_5"], names=["default"])
+    assert round(table.ndcg_cut_5[0], 4) == round(kueri_evaluate(tmp_path / "run.txt"), 4) > 0
     # ...and the pipeline run by Experiment itself, on one topic: what those results give for it.
     one = topics[topics.qid == "2"]
     by_experiment = pt.Experiment([default], one, qrels, eval_metrics=["ndcg_cut_5"]).ndcg_cut_5[0]
