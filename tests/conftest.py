@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Collection
+import threading
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
@@ -59,9 +61,18 @@ INTEGRATION_FIXTURES = {"index_factory", "sample_pipeline", "default_tira_run", 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
+    needs_work = {item: bool(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ()))) for item in items}
+    kinds: dict[Path, set[bool]] = {}
+    for item, needs in needs_work.items():
+        if needs:
             item.add_marker(pytest.mark.slow)
+        kinds.setdefault(item.path, set()).add(needs)
+    # What needs nothing of the session's work folder first, so that it runs while the default run, started as the
+    # session begins, is made: the files without such tests, then those with some (those tests last in each file,
+    # the others in their order), then the rest (one file per worker process: make test).
+    files = list(kinds)
+    items.sort(key=lambda item: (len(kinds[item.path]) - 1 if False in kinds[item.path] else 2,
+                                 files.index(item.path), needs_work[item]))
 
 
 @pytest.fixture(autouse=True)
@@ -101,37 +112,85 @@ class SessionWork:
     """The session's one work folder, where every index of the sample and every passage embedding is made once.
 
     The default run (``my-software.sh``, :meth:`default_run`) is made first in it, nothing cached: it must build its
-    index and embed its candidates itself, as its tests read in what it reports. Anything else that builds the
-    default's index here waits for it (:class:`SamplePipeline`), and the ``workdir`` fixture is the folder after it.
-    Worker processes share the folder and the run: the first to ask makes it, under a lock the others wait on (as
-    kueri's own processes share a work folder's entries).
+    index and embed its candidates itself, as its tests read in what it reports. It starts in the background as the
+    session begins (:meth:`start_default_run`), so the tests that do not need it run meanwhile on the other core.
+    Anything else that builds the default's index here waits for it (:class:`SamplePipeline`), and the ``workdir``
+    fixture is the folder after it. Worker processes share the folder and the run: the first makes it, under a lock
+    the others wait on (as kueri's own processes share a work folder's entries).
     """
 
     def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
         self.tmp_path_factory = tmp_path_factory
         self.folder = shared_folder(tmp_path_factory, "work")
         self.made = shared_folder(tmp_path_factory, "default-run")
+        self.lock, self.out, self.stderr = self.made / ".lock", self.made / "out", self.made / "stderr.txt"
         self._default_run: TiraRun | None = None
+        self._started: subprocess.Popen | None = None
+        self.failed = ""  # the stderr of a default run started here that failed
+
+    def _command(self) -> list[str]:
+        return [str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(self.out), "-w", str(self.folder)]
+
+    def start_default_run(self) -> None:
+        """Start the default run in another process unless a process of the session has: its lock is held until the
+        run is made (its stderr written last: a run that failed is made again by the next to ask)."""
+        fd = os.open(self.lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return
+        if self.stderr.exists():
+            os.close(fd)
+            return
+        self._started = subprocess.Popen(self._command(), cwd=self.tmp_path_factory.mktemp("elsewhere"),
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
+
+        def finish(process: subprocess.Popen) -> None:
+            try:
+                _, err = process.communicate()
+                if process.returncode == 0:
+                    self.stderr.write_text(err)
+                else:
+                    self.failed = err
+            finally:
+                os.close(fd)  # releases the lock
+
+        threading.Thread(target=finish, args=(self._started,), daemon=True).start()
 
     def default_run(self) -> TiraRun:
         """``my-software.sh`` with no options on the shipped sample, from another directory, made once."""
         from kueri.files import file_lock
 
         if self._default_run is None:
-            out, stderr = self.made / "out", self.made / "stderr.txt"
-            with file_lock(self.made / ".lock", "the session's default run"):
-                if not stderr.exists():  # written last: a run that failed is made again by the next to ask
-                    result = run_command([str(ROOT / "my-software.sh"), "-i", str(SAMPLE), "-o", str(out), "-w",
-                                          str(self.folder)], cwd=self.tmp_path_factory.mktemp("elsewhere"))
+            with file_lock(self.lock, "the session's default run"):
+                assert not self.failed, self.failed
+                if not self.stderr.exists():
+                    result = run_command(self._command(), cwd=self.tmp_path_factory.mktemp("elsewhere"))
                     assert result.returncode == 0, result.stderr
-                    stderr.write_text(result.stderr)
-            self._default_run = TiraRun(out, stderr.read_text(), self.folder)
+                    self.stderr.write_text(result.stderr)
+            self._default_run = TiraRun(self.out, self.stderr.read_text(), self.folder)
         return self._default_run
+
+    def close(self) -> None:
+        """Stop a default run started in the background that no test waited for."""
+        if self._started is not None and self._started.poll() is None:
+            self._started.kill()
 
 
 @pytest.fixture(scope="session")
-def session_work(tmp_path_factory) -> SessionWork:
-    return SessionWork(tmp_path_factory)
+def session_work(tmp_path_factory) -> Iterator[SessionWork]:
+    work = SessionWork(tmp_path_factory)
+    yield work
+    work.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _default_run_started(request, session_work) -> None:
+    """The default run started as the session begins when a selected test may need it."""
+    if any(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())) for item in request.session.items):
+        session_work.start_default_run()
 
 
 @pytest.fixture(scope="session")
