@@ -41,9 +41,9 @@ demo: install
 # engine for them where it can, and says why they are skipped where it cannot).
 test: install debian-packages
 	$(BIN)/ruff check kueri scripts tests benchmarks
-	scripts/with_docker.sh $(BIN)/pytest -q -rs --durations=15 -n 2 --dist loadfile
+	scripts/with_docker.sh $(BIN)/pytest -q -rs --durations=15
 
-# The fast loop: every unit-level test, under 2 minutes on 2 cores.
+# The fast loop: every unit-level test, under 2 minutes on 2 cores (two processes: pyproject.toml's addopts).
 test-fast: install
 	$(BIN)/pytest -q -m "not slow"
 
