@@ -60,8 +60,13 @@ def check_default_ndcg5(value: float) -> None:
 INTEGRATION_FIXTURES = {"index_factory", "sample_pipeline", "default_tira_run", "workdir"}
 
 
+def needs_session_work(item: pytest.Item) -> bool:
+    """Whether a test uses the session's work folder (:data:`INTEGRATION_FIXTURES`)."""
+    return bool(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    needs_work = {item: bool(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ()))) for item in items}
+    needs_work = {item: needs_session_work(item) for item in items}
     kinds: dict[Path, set[bool]] = {}
     for item, needs in needs_work.items():
         if needs:
@@ -189,7 +194,7 @@ def session_work(tmp_path_factory) -> Iterator[SessionWork]:
 @pytest.fixture(scope="session", autouse=True)
 def _default_run_started(request, session_work) -> None:
     """The default run started as the session begins when a selected test may need it."""
-    if any(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())) for item in request.session.items):
+    if any(needs_session_work(item) for item in request.session.items):
         session_work.start_default_run()
 
 
