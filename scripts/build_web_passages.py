@@ -13,9 +13,14 @@ everything; ``OUT/to-label/chunk-N.jsonl`` holds only ``id``, ``object_1``, ``ob
 across writers: what a labeller sees, with the guide (docs/stance.md), and nothing else.
 
 ``finish``: the labellers' files (``LABELS/*.jsonl``: ``id``, ``stance``) give the gold label; the writer's is
-kept as ``writer_stance``. Writers ``frozen-*`` wrote only the frozen fifth of the pairs (``frozen.jsonl``, the
-adoption's test, recorded by checksum before any training); the others ``train.jsonl``. Prints the agreement
-(Cohen's kappa) and the set's figures.
+kept as ``writer_stance``. A writer's name is its part and a number: ``train-3`` wrote ``train.jsonl``; writers
+``frozen-*`` wrote only the frozen fifth of the pairs (``frozen.jsonl``, the adoption's test, recorded by checksum
+before any training), ``second-frozen-*`` the second frozen part (``second-frozen.jsonl``), and so on. Prints the
+agreement (Cohen's kappa) and the set's figures.
+
+A new part is written beside the shipped set (``--target``): its passages get ids after the set's, and a passage
+whose pair is already in the set, or which near-duplicates one of its passages, is dropped (a part the set already
+has is rebuilt as it was).
 """
 
 from __future__ import annotations
@@ -73,6 +78,16 @@ def pair_of(row: dict) -> frozenset[str]:
     return frozenset((row["object_1"].lower(), row["object_2"].lower()))
 
 
+def part_of(writer: str) -> str:
+    """The part of the set a writer wrote: its name without the number (``second-frozen-2`` -> ``second-frozen``)."""
+    return writer.rsplit("-", 1)[0]
+
+
+def shipped_parts(target: Path) -> dict[str, list[dict]]:
+    """The parts of the set in ``target`` (``train``, ``frozen``, ...), each its rows."""
+    return {path.stem: read_lines([path]) for path in sorted(target.glob("*.jsonl"))}
+
+
 def near_duplicates(texts: Sequence[str]) -> list[tuple[int, int, float]]:
     """Pairs (i, j, Jaccard) of texts whose 5-word shingles overlap at least :data:`NEAR_DUPLICATE`."""
     sets = [shingles(t, 5) for t in texts]
@@ -114,9 +129,11 @@ def read_lines(paths: Iterable[Path]) -> list[dict]:
     return rows
 
 
-def candidates(written: Path, out: Path) -> None:
+def candidates(written: Path, out: Path, target: Path) -> None:
     rows = read_lines(sorted(written.glob("*/*.jsonl")))
     shipped, topics = sample_sequences(), topic_pairs()
+    existing = [row for name, part in shipped_parts(target).items()
+                if name not in {part_of(r["writer"]) for r in rows} for row in part]  # what a new part must avoid
     kept, dropped = [], collections.Counter()
     for row in rows:
         length = len(row["text"].split())
@@ -126,6 +143,8 @@ def candidates(written: Path, out: Path) -> None:
             dropped[f"outside {MIN_WORDS}-{MAX_WORDS} words"] += 1
         elif pair_of(row) in topics:
             dropped["a shipped topic's pair"] += 1
+        elif pair_of(row) in {pair_of(r) for r in existing}:
+            dropped["a pair the set has"] += 1
         elif shingles(row["text"], SHARED_WORDS) & shipped:
             dropped["shares 8 words with the sample"] += 1
         else:
@@ -134,10 +153,12 @@ def candidates(written: Path, out: Path) -> None:
     earlier = {row["text"]: row["id"] for row in read_lines([out / "candidates.jsonl"])} \
         if (out / "candidates.jsonl").exists() else {}
     kept.sort(key=lambda row: (row["text"] not in earlier, earlier.get(row["text"], "")))
-    duplicate = {j for _, j, _ in near_duplicates([row["text"] for row in kept])}
+    texts = [row["text"] for row in kept]
+    duplicate = {j for _, j, _ in near_duplicates(texts)}
+    duplicate |= {i for i, j, _ in near_duplicates(texts + [r["text"] for r in existing]) if j >= len(texts) > i}
     dropped["near-duplicate"] += len(duplicate)
     kept = [row for i, row in enumerate(kept) if i not in duplicate]
-    number = max((int(i.split("-")[1]) for i in earlier.values()), default=0)
+    number = max((int(i.split("-")[1]) for i in [*earlier.values(), *(r["id"] for r in existing)]), default=0)
     for row in kept:
         if row["text"] in earlier:
             row["id"] = earlier[row["text"]]
@@ -170,10 +191,10 @@ def finish(out: Path, labels_dir: Path, target: Path) -> None:
         raise SystemExit(f"{labels_dir}: {len(missing)} passages without a valid label, e.g. {missing[:5]}")
     keys = ("id", "object_1", "object_2", "text", "stance", "writer_stance", "domain", "style", "situations",
             "writer", "batch", "round")
-    parts: dict[str, list[dict]] = {"train": [], "frozen": []}
+    parts: dict[str, list[dict]] = {}
     for row in rows:
         row["writer_stance"], row["stance"] = row["stance"], gold[row["id"]]
-        parts["frozen" if row["writer"].startswith("frozen-") else "train"].append({k: row[k] for k in keys})
+        parts.setdefault(part_of(row["writer"]), []).append({k: row[k] for k in keys})
     target.mkdir(parents=True, exist_ok=True)
     for name, part in parts.items():
         with open(target / f"{name}.jsonl", "w", encoding="utf-8") as handle:
@@ -181,7 +202,7 @@ def finish(out: Path, labels_dir: Path, target: Path) -> None:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         print(f"{name}.jsonl: {len(part)} passages, sha256 "
               f"{hashlib.sha256((target / f'{name}.jsonl').read_bytes()).hexdigest()}")
-    report(parts["train"] + parts["frozen"])
+    report([row for part in parts.values() for row in part])
 
 
 def report(rows: list[dict]) -> None:
@@ -189,7 +210,9 @@ def report(rows: list[dict]) -> None:
     print(f"passages {len(rows)}, pairs {len({pair_of(r) for r in rows})}, domains {len({r['domain'] for r in rows})}")
     print(f"agreement writer/labeller {sum(a == b for a, b in zip(writer, labeller, strict=True)) / len(rows):.3f}, "
           f"Cohen's kappa {cohen_kappa(writer, labeller):.3f}")
-    for name, part in (("all", rows), ("frozen", [r for r in rows if r["writer"].startswith("frozen-")])):
+    parts = {name: [r for r in rows if part_of(r["writer"]) == name] for name in sorted({part_of(r["writer"])
+                                                                                        for r in rows})}
+    for name, part in {"all": rows, **parts}.items():
         mix = collections.Counter(r["stance"] for r in part)
         print(f"{name}: gold mix " + ", ".join(f"{label} {mix[label] / len(part):.3f}" for label in LABELS))
     confusion = collections.Counter(zip(writer, labeller, strict=True))
@@ -210,10 +233,12 @@ def main() -> int:
     last = sub.add_parser("finish")
     last.add_argument("out", type=Path)
     last.add_argument("labels", type=Path)
-    last.add_argument("--target", type=Path, default=ROOT / "kueri" / "resources" / "training" / "web-passages")
+    for command in (first, last):
+        command.add_argument("--target", type=Path, default=ROOT / "kueri" / "resources" / "training" / "web-passages",
+                             help="the set's folder (%(default)s)")
     args = parser.parse_args()
     if args.command == "candidates":
-        candidates(args.written, args.out)
+        candidates(args.written, args.out, args.target)
     else:
         finish(args.out, args.labels, args.target)
     return 0
