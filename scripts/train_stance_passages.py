@@ -5,6 +5,7 @@
     .venv/bin/python scripts/train_stance_passages.py --cache DIR bow       # a bag of words on the set and the answers
     .venv/bin/python scripts/train_stance_passages.py --cache DIR cv        # the cross-validation, both data sets
     .venv/bin/python scripts/train_stance_passages.py --cache DIR frozen    # the frozen fifth, once, at the end
+    .venv/bin/python scripts/train_stance_passages.py --cache DIR --part second-frozen frozen   # the next adoption's
     .venv/bin/python scripts/train_stance_passages.py --cache DIR write     # kueri/resources/models/stance-v3.npz
     .venv/bin/python scripts/train_stance_passages.py --cache DIR --encoder FILE cv   # on another sentence encoder
 
@@ -320,14 +321,15 @@ def cross_validate(target: Data, rest: Data, shift_to: np.ndarray, assignments: 
         print("    " + best_confusion.replace("\n", "\n    "))
 
 
-def report_frozen(head: Head, frozen: Data, shift_to: np.ndarray, models: Sequence[str] = ()) -> None:
-    """The frozen fifth, once: the model fitted on everything else, beside stance-v1, stance-v2 and ``models``
-    (names or files)."""
+def report_frozen(head: Head, frozen: Data, shift_to: np.ndarray, models: Sequence[str] = (), part: str = "frozen") \
+        -> None:
+    """A frozen part, once: the model fitted on everything else, beside stance-v1, stance-v2 and ``models`` (names or
+    files)."""
     gold = [item.label for item in frozen.items]
     labels = decide(head.probabilities(frozen.forward, frozen.backward), frozen.items, shift_to / head.train_priors)
     for name, predicted in (*((n, baseline_labels(frozen.items, n)) for n in ("stance-v1", "stance-v2", *models)),
                             ("passage head", labels)):
-        print(summarise(f"frozen fifth: {name}", [f1_report(gold, predicted, LABELS)]))
+        print(summarise(f"{part}: {name}", [f1_report(gold, predicted, LABELS)]))
     print("    " + confusion(gold, labels).replace("\n", "\n    "))
 
 
@@ -359,6 +361,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=MODEL, help="the model file to write (%(default)s)")
     parser.add_argument("--web", type=Path, default=WEB, help="the web-passage set's folder (%(default)s)")
     parser.add_argument("--model", nargs="*", default=[], help="frozen: also these models (names or files)")
+    parser.add_argument("--part", default="frozen", choices=("frozen", "second-frozen"),
+                        help="frozen: the frozen part to read (%(default)s: the frozen fifth; second-frozen: the part "
+                        "written for the next adoption)")
     parser.add_argument("--votes", action="store_true", help="cv: the sentence encoder's votes as inputs too")
     parser.add_argument("--encoder", type=Path, default=SENTENCE_MODEL,
                         help="cv: the sentence encoder whose states the head reads (%(default)s)")
@@ -390,8 +395,8 @@ def main() -> int:
         cross_validate(answers, web + compsent, shift_to, 3, args.c, baselines,
                        [not in_training_half(item.group) for item in answers.items])
     if args.what == "frozen":
-        frozen = load(states, "web-frozen", web_items("frozen", args.web))
-        report_frozen(fit_head(web + answers + compsent, C), frozen, shift_to, args.model)
+        frozen = load(states, f"web-{args.part}", web_items(args.part, args.web))
+        report_frozen(fit_head(web + answers + compsent, C), frozen, shift_to, args.model, args.part)
     if args.what == "write":
         write(fit_head(web + answers + compsent, C), shift_to, args.out)
     print(f"done in {time.perf_counter() - started:.0f} s")

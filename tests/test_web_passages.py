@@ -2,9 +2,9 @@
 
 The set is training data the team wrote; the shipped sample's passages and the 2022 judgments are for measuring
 only. So: no passage shares an 8-word sequence with a sample passage, no object pair is one of the 50 shipped
-topics', near-duplicates are capped, the frozen fifth (the adoption's test) is the file recorded before any
-training, written by writers who wrote nothing else, on pairs the training part does not have; and the set is what
-its README says (size, pairs, domains, labels, the writers' and labellers' agreement).
+topics', near-duplicates are capped, the frozen parts (the adoptions' tests) are the files recorded before any
+model read them, written by writers who wrote nothing else, on pairs no other part has; and the set is what its
+README says (size, pairs, domains, labels, the writers' and labellers' agreement).
 """
 
 from __future__ import annotations
@@ -28,14 +28,17 @@ from build_web_passages import (  # noqa: E402
     cohen_kappa,
     near_duplicates,
     pair_of,
+    part_of,
     sample_sequences,
     shingles,
     topic_pairs,
 )
 
 SET = ROOT / "kueri" / "resources" / "training" / "web-passages"
-#: The frozen fifth's SHA-256, recorded when the set was made, before any model was trained on the rest.
-FROZEN_SHA256 = "545909da1a98ef7b401757a5770aa9c90d72d92f9185e61f2b7c9891f7132629"
+#: The frozen parts' SHA-256, each recorded when it was made: the frozen fifth before any model was trained on the
+#: rest, the second frozen part before any model read it.
+FROZEN_SHA256 = {"frozen": "545909da1a98ef7b401757a5770aa9c90d72d92f9185e61f2b7c9891f7132629",
+                 "second-frozen": "9e695d7a7af8af4e0dea74d321a34e26e3dfc1249cd5027cb27a681e1b92c9b0"}
 FIELDS = {"id", "object_1", "object_2", "text", "stance", "writer_stance", "domain", "style", "situations", "writer",
           "batch", "round"}
 
@@ -52,18 +55,27 @@ def train() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def frozen() -> list[dict]:
-    return read("frozen")
+    return read("frozen") + read("second-frozen")
 
 
-def test_the_frozen_fifth_is_the_recorded_file():
-    assert hashlib.sha256((SET / "frozen.jsonl").read_bytes()).hexdigest() == FROZEN_SHA256
+def test_the_frozen_parts_are_the_recorded_files():
+    assert {path.stem for path in SET.glob("*.jsonl")} == {"train", *FROZEN_SHA256}
+    for name, digest in FROZEN_SHA256.items():
+        assert hashlib.sha256((SET / f"{name}.jsonl").read_bytes()).hexdigest() == digest, name
 
 
-def test_the_frozen_fifth_shares_no_pair_and_no_writer_with_the_training_part(train, frozen):
-    assert not {pair_of(r) for r in train} & {pair_of(r) for r in frozen}
-    assert not {r["writer"] for r in train} & {r["writer"] for r in frozen}
-    pairs = {pair_of(r) for r in train + frozen}
-    assert 0.15 <= len({pair_of(r) for r in frozen}) / len(pairs) <= 0.25
+def test_each_frozen_part_shares_no_pair_and_no_writer_with_another_part():
+    parts = {name: read(name) for name in ("train", *FROZEN_SHA256)}
+    for name, rows in parts.items():
+        assert {part_of(r["writer"]) for r in rows} == {name}  # its writers wrote nothing else
+        for other, others in parts.items():
+            if other != name:
+                assert not {pair_of(r) for r in rows} & {pair_of(r) for r in others}, (name, other)
+
+
+def test_the_frozen_fifth_is_a_fifth_of_the_pairs_it_was_set_aside_from(train):
+    frozen = read("frozen")
+    assert 0.15 <= len({pair_of(r) for r in frozen}) / len({pair_of(r) for r in train + frozen}) <= 0.25
 
 
 def test_the_set_is_what_its_readme_says(train, frozen):
