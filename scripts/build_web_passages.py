@@ -134,6 +134,7 @@ def candidates(written: Path, out: Path, target: Path) -> None:
     shipped, topics = sample_sequences(), topic_pairs()
     existing = [row for name, part in shipped_parts(target).items()
                 if name not in {part_of(r["writer"]) for r in rows} for row in part]  # what a new part must avoid
+    existing_pairs = {pair_of(r) for r in existing}
     kept, dropped = [], collections.Counter()
     for row in rows:
         length = len(row["text"].split())
@@ -143,7 +144,7 @@ def candidates(written: Path, out: Path, target: Path) -> None:
             dropped[f"outside {MIN_WORDS}-{MAX_WORDS} words"] += 1
         elif pair_of(row) in topics:
             dropped["a shipped topic's pair"] += 1
-        elif pair_of(row) in {pair_of(r) for r in existing}:
+        elif pair_of(row) in existing_pairs:
             dropped["a pair the set has"] += 1
         elif shingles(row["text"], SHARED_WORDS) & shipped:
             dropped["shares 8 words with the sample"] += 1
@@ -210,8 +211,9 @@ def report(rows: list[dict]) -> None:
     print(f"passages {len(rows)}, pairs {len({pair_of(r) for r in rows})}, domains {len({r['domain'] for r in rows})}")
     print(f"agreement writer/labeller {sum(a == b for a, b in zip(writer, labeller, strict=True)) / len(rows):.3f}, "
           f"Cohen's kappa {cohen_kappa(writer, labeller):.3f}")
-    parts = {name: [r for r in rows if part_of(r["writer"]) == name] for name in sorted({part_of(r["writer"])
-                                                                                        for r in rows})}
+    parts: dict[str, list[dict]] = {}
+    for r in rows:
+        parts.setdefault(part_of(r["writer"]), []).append(r)
     for name, part in {"all": rows, **parts}.items():
         mix = collections.Counter(r["stance"] for r in part)
         print(f"{name}: gold mix " + ", ".join(f"{label} {mix[label] / len(part):.3f}" for label in LABELS))
