@@ -287,6 +287,11 @@ def train(texts: list[str], labels: list[int], layers: int, epochs: int, learnin
     return TunedWeights(meta, tuned_layers, FloatLinear(host["head"]["w"], host["head"]["b"]))
 
 
+def report_on(rows: list[tuple[str, list[str], str]], probabilities: np.ndarray) -> dict[str, float]:
+    """Per-class F1 and macro-F1 of the most probable labels of ``rows`` (CompSent-19's form)."""
+    return f1_report([y for *_, y in rows], [LABELS[int(i)] for i in np.argmax(probabilities, axis=1)], LABELS)
+
+
 def train_and_measure(layers: int, epochs: int, learning_rate: float, comparative_weight: float,
                       out: Path, base: str = "minilm") -> dict[str, float]:
     """Fit on CompSent-19's training half, write ``out``, and report it and the TF-IDF sentence model (fitted on
@@ -297,14 +302,13 @@ def train_and_measure(layers: int, epochs: int, learning_rate: float, comparativ
     texts, labels = examples(fit)
     tuned = train(texts, labels, layers, epochs, learning_rate, comparative_weight, base=base)
     tuned.save(out)
-    gold = [y for *_, y in test]
     sentence = fit_sentence_model(fit)
     holder = StanceModel(placeholder_meta([0.25] * 4), sentence, _empty_passage_model())  # its sentence model only
     reports = {}
     for name, probabilities in (
             ("stance encoder", SentenceEncoder(out).probabilities([t for _, t, _ in test])),
             ("TF-IDF sentence model", np.array([holder.sentence_probabilities(t) for _, t, _ in test]))):
-        reports[name] = f1_report(gold, [LABELS[int(i)] for i in np.argmax(probabilities, axis=1)], LABELS)
+        reports[name] = report_on(test, probabilities)
         per_class = " ".join(f"{label} {reports[name][label]:.4f}" for label in LABELS)
         print(f"{name}: held-out macro-F1 {reports[name]['macro']:.4f} ({per_class}) on {len(test)} sentences")
     return reports["stance encoder"]
@@ -345,8 +349,7 @@ def cross_validate(grid: list[tuple[int, float, float]], layers: int, folds: int
                 path = Path(folder) / "fold.npz"
                 tuned.save(path)
                 probabilities = SentenceEncoder(path).probabilities([t for _, t, _ in measured])
-            report = f1_report([y for *_, y in measured],
-                               [LABELS[int(i)] for i in np.argmax(probabilities, axis=1)], LABELS)
+            report = report_on(measured, probabilities)
             record = {"epochs": epochs, "learning_rate": learning_rate, "comparative_weight": weight, "fold": fold,
                       "folds": folds, "layers": layers, "base": base, "sentences": len(measured), **report,
                       "seconds": round(time.perf_counter() - started)}
