@@ -75,9 +75,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # What needs nothing of the session's work folder first, so that it runs while the default run, started as the
     # session begins, is made: the files without such tests, then those with some (those tests last in each file,
     # the others in their order), then the rest (one file per worker process: make test).
-    files = list(kinds)
-    items.sort(key=lambda item: (len(kinds[item.path]) - 1 if False in kinds[item.path] else 2,
-                                 files.index(item.path), needs_work[item]))
+    group = {path: 0 if True not in needs else 1 if False in needs else 2 for path, needs in kinds.items()}
+    place = {path: i for i, path in enumerate(kinds)}
+    items.sort(key=lambda item: (group[item.path], place[item.path], needs_work[item]))
 
 
 @pytest.fixture(autouse=True)
