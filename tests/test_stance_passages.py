@@ -126,6 +126,48 @@ def test_the_deciding_sentence_names_an_object_and_is_read_alone(model):
     assert prepared.explain(text, ObjectMatcher(first, second)) == explanation and len(prepared.kept) == 3
 
 
+def votes_model(folder, on_votes: np.ndarray):
+    """stance-v3's file with a head that also reads the sentence votes (a header saying "votes", as
+    ``scripts/tune_stance_passages.py --votes write`` writes), ``on_votes`` (4 x labels) its weights on them."""
+    from kueri import resources
+    from kueri.encoders.bert_graph import FloatLinear
+    from kueri.encoders.cross import TunedWeights
+    from kueri.stance import load_model
+    from kueri.stance.passage_encoder import REBUILD
+
+    shipped = TunedWeights.load(resources.path("models", "stance-v3.npz"), REBUILD)
+    head = FloatLinear(np.vstack([shipped.head.weight, on_votes.astype(np.float32)]), shipped.head.bias)
+    path = folder / "votes.npz"
+    TunedWeights({**shipped.meta, "votes": True}, shipped.layers, head).save(path)
+    return load_model(path)
+
+
+def test_a_head_may_read_the_sentence_votes_too(model, tmp_path):
+    """With no weight on the votes it labels as stance-v3 to the bit; with weight, a sentence's vote moves the
+    label, exchanged with the objects exactly; each sentence is voted on once; it pickles as its files."""
+    silent = votes_model(tmp_path, np.zeros((4, 4)))
+    assert np.array_equal(probabilities(silent), probabilities(model))
+    on_votes = np.zeros((4, 4))
+    on_votes[0, 0] = on_votes[1, 1] = 40.0  # the largest P(BETTER) for FIRST, the largest P(WORSE) for SECOND
+    loud = votes_model(tmp_path, on_votes)
+    text = ("Free shipping on all orders. Android phone cases and iPhone cases in stock. The iPhone beats the Android "
+            "phone on battery, said one buyer. Contact us for bulk prices.")  # stance-v3: NO
+    forward, backward = loud.top.probabilities(text, "iPhone", "Android phone"), \
+        loud.top.probabilities(text, "Android phone", "iPhone")
+    assert model.label(text, "iPhone", "Android phone") == "NO"
+    assert forward[0] > 0.9 > 0.1 > model.top.probabilities(text, "iPhone", "Android phone")[0]
+    assert np.array_equal(forward, backward[[1, 0, 2, 3]])
+    assert loud.label(text, "iPhone", "Android phone") == "FIRST"
+    assert loud.label(text, "Android phone", "iPhone") == "SECOND"
+    votes = loud.top.kept.beside.votes
+    assert len(votes) == 4  # the 2 sentences naming both objects, masked for each order of the topic's objects
+    explanation = loud.top.explain(text, ObjectMatcher("iPhone", "Android phone"))
+    assert explanation.label == "FIRST" and len(votes) == 4  # its sentences read alone: voted on already
+    revived = pickle.loads(pickle.dumps(loud))
+    assert len(revived.top.kept) == 0 and np.array_equal(revived.top.probabilities(text, "iPhone", "Android phone"),
+                                                         forward)
+
+
 def emulated_case() -> EmulatedCase:
     """The passage model's graph and one short passage, made here (tests/emulated.py)."""
     from kueri.encoders.bert_graph import build_graph, first_token

@@ -242,15 +242,22 @@ class CrossEncoder:
         return embed_in_batches(session, encoded, order, BATCH, base.pad, base.embeddings, base.encoder.hidden,
                                 "cross-encoder", False, workers, pooling=first_token)
 
-    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """The head's logits (pairs x :attr:`labels`)."""
+    def logits(self, pairs: Sequence[tuple[str, str]], beside: np.ndarray | None = None) -> np.ndarray:
+        """The head's logits (pairs x :attr:`labels`). ``beside``: features of each pair (pairs x k) that a head
+        wider than the hidden state reads after it, in the order training appended them."""
         if not pairs:
             return np.zeros((0, len(self.labels)))
         head = self.tuned.head
-        weight_rows = np.ascontiguousarray(np.asarray(head.weight, dtype=np.float64).T)  # labels x hidden
-        products = row_dots(self.states(pairs).astype(np.float64)[:, None, :], weight_rows[None, :, :])
+        inputs = self.states(pairs).astype(np.float64)
+        if beside is not None:
+            inputs = np.hstack([inputs, np.asarray(beside, dtype=np.float64)])
+        if inputs.shape[1] != head.weight.shape[0]:
+            raise SetupError(f"cross-encoder {self.path}: its head reads {head.weight.shape[0]} inputs, given "
+                             f"{inputs.shape[1]}: rebuild it with {self.rebuild}")
+        weight_rows = np.ascontiguousarray(np.asarray(head.weight, dtype=np.float64).T)  # labels x inputs
+        products = row_dots(inputs[:, None, :], weight_rows[None, :, :])
         return products + np.asarray(head.bias, dtype=np.float64)
 
-    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """P(each of :attr:`labels`) of each pair (pairs x labels)."""
-        return softmax_rows(self.logits(pairs)) if pairs else np.zeros((0, len(self.labels)))
+    def predict(self, pairs: Sequence[tuple[str, str]], beside: np.ndarray | None = None) -> np.ndarray:
+        """P(each of :attr:`labels`) of each pair (pairs x labels); ``beside`` as :meth:`logits`."""
+        return softmax_rows(self.logits(pairs, beside)) if pairs else np.zeros((0, len(self.labels)))

@@ -21,7 +21,7 @@ import numpy as np
 
 from kueri import resources
 from kueri.errors import SetupError
-from kueri.objects import swap_tokens
+from kueri.objects import OBJ1, OBJ2, swap_tokens
 
 if TYPE_CHECKING:  # the encoders' modules load when a model first needs an encoder, not with every stance model
     from kueri.encoders.cross import CrossEncoder
@@ -56,10 +56,12 @@ def stance_cross_encoder(path: str | Path, labels: Sequence[str], rebuild: str,
     return encoder
 
 
-def symmetric(encoder: CrossEncoder, texts: Sequence[Sequence[str]], swap: Sequence[int]) -> np.ndarray:
+def symmetric(encoder: CrossEncoder, texts: Sequence[Sequence[str]], swap: Sequence[int],
+              beside: np.ndarray | None = None) -> np.ndarray:
     """P(classes) of masked texts, averaged over both orders of the objects (``swap``: the classes' order once the
-    objects are exchanged)."""
-    both = encoder.predict([(HYPOTHESIS, masked_text(t)) for t in [*texts, *(swap_tokens(t) for t in texts)]])
+    objects are exchanged). ``beside``: what the head also reads of each text, in each order (texts x 2 x k)."""
+    pairs = [(HYPOTHESIS, masked_text(t)) for t in [*texts, *(swap_tokens(t) for t in texts)]]
+    both = encoder.predict(pairs, None if beside is None else np.vstack([beside[:, 0], beside[:, 1]]))
     forward, backward = both[: len(texts)], both[len(texts):]
     return (forward + backward[:, list(swap)]) / 2.0
 
@@ -89,22 +91,30 @@ class KeptProbabilities:
     """A stance cross-encoder's probabilities of masked texts (:func:`symmetric`), each computed once and kept (up to
     :data:`KEPT_TEXTS` texts) for this object's life; the encoder is opened on first use.
 
+    A text is its masked tokens; for an encoder whose head also reads something of the text's sentences
+    (``beside``, e.g. :class:`SentenceVoteFeatures`), its masked sentences.
+
     Like the encoder, it pickles as its file: a worker process or a Ray task opens its own and starts with none kept.
     """
 
-    def __init__(self, path: str | Path, labels: Sequence[str], swap: Sequence[int], rebuild: str) -> None:
+    def __init__(self, path: str | Path, labels: Sequence[str], swap: Sequence[int], rebuild: str,
+                 beside: SentenceVoteFeatures | None = None) -> None:
         self.path, self.labels, self.swap, self.rebuild = Path(path), tuple(labels), list(swap), rebuild
+        self.beside = beside
         self._encoder: CrossEncoder | None = None
-        self._kept: dict[tuple[str, ...], np.ndarray] = {}
+        self._kept: dict[tuple, np.ndarray] = {}
 
     def __reduce__(self) -> tuple[object, ...]:
-        return KeptProbabilities, (self.path, self.labels, self.swap, self.rebuild)
+        return KeptProbabilities, (self.path, self.labels, self.swap, self.rebuild, self.beside)
 
     def __len__(self) -> int:
         return len(self._kept)
 
-    def __getitem__(self, text: Sequence[str]) -> np.ndarray:
-        return self._kept[tuple(text)]
+    def _key(self, text: Sequence) -> tuple:
+        return tuple(tuple(sentence) for sentence in text) if self.beside is not None else tuple(text)
+
+    def __getitem__(self, text: Sequence) -> np.ndarray:
+        return self._kept[self._key(text)]
 
     @property
     def encoder(self) -> CrossEncoder:
@@ -113,16 +123,46 @@ class KeptProbabilities:
             self._encoder = stance_cross_encoder(self.path, self.labels, self.rebuild)
         return self._encoder
 
-    def add(self, texts: Iterable[Sequence[str]]) -> None:
-        """Compute the ``texts`` (masked tokens) not kept yet, in one batch."""
-        new = list(dict.fromkeys(key for t in texts if (key := tuple(t)) not in self._kept))
+    def add(self, texts: Iterable[Sequence]) -> None:
+        """Compute the ``texts`` (masked tokens, or sentences: see the class) not kept yet, in one batch."""
+        new = list(dict.fromkeys(key for t in texts if (key := self._key(t)) not in self._kept))
         if not new:
             return
         if len(self._kept) + len(new) > KEPT_TEXTS:
             self._kept.clear()
-        self._kept.update(zip(new, symmetric(self.encoder, new, self.swap), strict=True))
+        if self.beside is None:
+            computed = symmetric(self.encoder, new, self.swap)
+        else:
+            tokens = [[token for sentence in text for token in sentence] for text in new]
+            computed = symmetric(self.encoder, tokens, self.swap, self.beside(new))
+        self._kept.update(zip(new, computed, strict=True))
 
 
 def sentence_votes(path: str | Path = SENTENCE_MODEL) -> KeptProbabilities:
     """The :class:`SentenceEncoder`'s votes, P(BETTER, WORSE, NONE) of sentences naming both objects, kept."""
     return KeptProbabilities(path, SENTENCE_LABELS, SENTENCE_SWAP, SENTENCE_REBUILD)
+
+
+class SentenceVoteFeatures:
+    """What a passage head whose file says ``"votes"`` reads beside the cross-encoder's state: the sentence
+    encoder's votes on the passage's sentences naming both objects (the largest P(BETTER), the largest P(WORSE),
+    their mean difference, 1.0 if any sentence votes; all 0.0 if none), and in the other order of the objects the
+    same with BETTER and WORSE exchanged. Pickles as the votes' file."""
+
+    width = 4
+
+    def __init__(self, votes: KeptProbabilities) -> None:
+        self.votes = votes
+
+    def __call__(self, texts: Sequence[Sequence[Sequence[str]]]) -> np.ndarray:
+        """Each text's features in both orders (texts x 2 x :attr:`width`); a text is its masked sentences."""
+        voting = [[s for s in text if OBJ1 in s and OBJ2 in s] for text in texts]
+        self.votes.add(s for sentences in voting for s in sentences)
+        features = np.zeros((len(texts), 2, self.width))
+        for row, sentences in enumerate(voting):
+            if sentences:
+                votes = [self.votes[s] for s in sentences]
+                better, worse = max(float(v[0]) for v in votes), max(float(v[1]) for v in votes)
+                difference = sum(float(v[0]) - float(v[1]) for v in votes) / len(votes)  # in order: same bits anywhere
+                features[row] = (better, worse, difference, 1.0), (worse, better, -difference, 1.0)
+        return features

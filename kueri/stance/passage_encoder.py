@@ -6,6 +6,10 @@ NO) directly, averaged over both orders of the objects (symmetric by constructio
 (``scripts/train_stance_passages.py``) is a cross-encoder file whose header also holds the decision
 (:class:`~kueri.stance.decision.Decision`: the training data's class balance and the web's, as assumed by the
 web-passage set) and ``"kind": "passage-encoder"``. A passage naming neither object is NO without asking the model.
+
+A file whose header says ``"votes"`` has a head that also reads the sentence encoder's votes on the passage's
+sentences naming both objects (:class:`~kueri.stance.encoders.SentenceVoteFeatures`; the encoder its
+``"sentence_encoder"`` names, beside it): its passages are kept by their sentences, not only their tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import numpy as np
 from kueri.objects import MaskedPassage, ObjectMatcher, mask_passage
 from kueri.records import STANCES as LABELS
 from kueri.stance.decision import Decision, Explanation, lead, masked_sentences, names_an_object
-from kueri.stance.encoders import KeptProbabilities
+from kueri.stance.encoders import KeptProbabilities, SentenceVoteFeatures, sentence_votes
+from kueri.stance.model import companion_file
 
 KIND = "passage-encoder"
 #: Exchanging the objects exchanges these probabilities.
@@ -32,19 +37,25 @@ class PassageEncoderModel:
     def __init__(self, path: str | Path, meta: Mapping[str, object]) -> None:
         self.path, self.meta = Path(path), dict(meta)
         self.decision = Decision.from_meta(self.meta, REBUILD)
-        self.kept = KeptProbabilities(self.path, LABELS, SWAP, REBUILD)
+        encoder = companion_file(self.path.parent, str(self.meta.get("sentence_encoder")))
+        votes = SentenceVoteFeatures(sentence_votes(encoder)) if self.meta.get("votes") else None
+        self.kept = KeptProbabilities(self.path, LABELS, SWAP, REBUILD, votes)
+
+    def _text(self, passage: MaskedPassage) -> list[str] | list[list[str]]:
+        """What the kept probabilities are keyed by: the masked tokens, or the sentences if the head reads votes."""
+        return passage.sentences if self.kept.beside is not None else passage.tokens
 
     def at_rank(self, rank: int) -> PassageEncoderModel:
         return self
 
     def prefetch(self, passages: Sequence[MaskedPassage]) -> None:
         """The probabilities of ``passages`` naming an object, in one batch."""
-        self.kept.add(p.tokens for p in passages if names_an_object(p))
+        self.kept.add(self._text(p) for p in passages if names_an_object(p))
 
     def passage_probabilities(self, passage: MaskedPassage) -> np.ndarray:
         """P(FIRST, SECOND, NEUTRAL, NO) at the training priors, symmetric in the objects."""
-        self.kept.add([passage.tokens])
-        return self.kept[passage.tokens]
+        self.kept.add([self._text(passage)])
+        return self.kept[self._text(passage)]
 
     def probabilities(self, text: str, first: str, second: str) -> np.ndarray:
         return self.passage_probabilities(mask_passage(text, ObjectMatcher(first, second)))
@@ -70,16 +81,17 @@ class PassageEncoderModel:
         if not names_an_object(passage):
             return Explanation(label, None, None)
         naming = [i for i, (_, masked) in enumerate(kept) if names_an_object(MaskedPassage([masked]))]
-        self.kept.add(kept[i][1] for i in naming)  # none left to compute after prefetch_explanations
+        alone = {i: self._text(MaskedPassage([kept[i][1]])) for i in naming}
+        self.kept.add(alone.values())  # none left to compute after prefetch_explanations
         chosen = LABELS.index(label)
-        deciding = max(naming, key=lambda i: (lead(self.decision.scores(self.kept[kept[i][1]]), chosen), -i))
+        deciding = max(naming, key=lambda i: (lead(self.decision.scores(self.kept[alone[i]]), chosen), -i))
         return Explanation(label, kept[deciding][0].strip(), deciding)
 
     def prefetch_explanations(self, texts: Sequence[str], matcher: ObjectMatcher) -> None:
         """What :meth:`explain` reads of ``texts`` (each sentence naming an object, alone), in one batch: the
         encoder's calls run side by side over many short batches instead of a few per passage."""
-        self.kept.add(masked for text in texts for _, masked in masked_sentences(text, matcher)
-                      if names_an_object(MaskedPassage([masked])))
+        self.kept.add(self._text(MaskedPassage([masked])) for text in texts
+                      for _, masked in masked_sentences(text, matcher) if names_an_object(MaskedPassage([masked])))
 
     def with_decision(self, target_priors: Sequence[float] | None = None,
                       neutral_gate: float | None = None) -> PassageEncoderModel:
