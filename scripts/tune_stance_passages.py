@@ -5,6 +5,7 @@
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv       # grouped CV on the web-passage set
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv-answers   # ... and on the stance answers
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR write    # fit on everything, write --out
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR --votes --assignments 3 cv cv-answers
 
 ``scripts/train_stance_passages.py`` fits only a linear head on the stance encoder's first-token state: the encoder
 itself learnt from single CompSent-19 sentences. Here its top layer learns too, on the same training data (the
@@ -14,11 +15,13 @@ their output is computed once per text (kueri's own graph) and kept in ``--cache
 first token, the top layer is computed for that token alone (its attention still reads every token), a sixth of a
 whole layer's work. JAX on the CPU, seeded.
 
-``cv``: the web-passage set's five folds by domain (fold assignment 0 of the other script), each fold's model trained
-on the other four plus the answers and CompSent-19, beside the head alone on the same folds (paired). ``write``: the
-model fitted on everything, as a passage-encoder file whose top layer replaces the stance encoder's (int8 blocks,
-as every cross-encoder file holds its layers); measure it on the frozen fifth with ``train_stance_passages.py
-frozen --model FILE``.
+``cv``: the web-passage set's five folds by domain (the other script's fold assignments, ``--assignments`` of them),
+each fold's model trained on the other four plus the answers and CompSent-19, beside the head alone on the same folds
+(paired). ``write``: the model fitted on everything, as a passage-encoder file whose top layer replaces the stance
+encoder's (int8 blocks, as every cross-encoder file holds its layers); measure it on a frozen part with
+``train_stance_passages.py frozen --model stance-v3 FILE``. ``--votes``: the head also reads the sentence encoder's
+votes on the passage's sentences naming both objects (``train_stance_passages.py --votes``); the file says so and
+kueri computes them when it labels.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ from train_stance_passages import (  # noqa: E402
     summarise,
     symmetric_probabilities,
     web_items,
+    with_votes,
     write,
 )
 
@@ -119,9 +123,10 @@ def lower_of(cache: Path, name: str, items: Sequence[Item], encoder: TunedWeight
     return Lower(parts[: len(items)], parts[len(items):])
 
 
-def top_first_token(params: dict, x, bias, heads: int, eps: float):
+def top_first_token(params: dict, x, bias, extra, heads: int, eps: float):
     """Logits from the top layer computed for the first token only (the same arithmetic as a whole layer's
-    first row: its query is the first token's, its keys and values every token's) and the head."""
+    first row: its query is the first token's, its keys and values every token's) and the head, which reads that
+    token's state and ``extra`` (the sentence votes, or nothing: width 0)."""
     import jax
     import jax.numpy as jnp
 
@@ -143,10 +148,10 @@ def top_first_token(params: dict, x, bias, heads: int, eps: float):
     first = norm(x[:, 0] + context @ p["ao"]["w"] + p["ao"]["b"], p["aln"])
     middle = jax.nn.gelu(first @ p["fi"]["w"] + p["fi"]["b"], approximate=False)
     first = norm(first + middle @ p["fo"]["w"] + p["fo"]["b"], p["oln"])
-    return first @ params["head"]["w"] + params["head"]["b"]
+    return jnp.concatenate([first, extra], axis=-1) @ params["head"]["w"] + params["head"]["b"]
 
 
-def batches_of(states: Sequence[np.ndarray], labels: np.ndarray, weights: np.ndarray,
+def batches_of(states: Sequence[np.ndarray], extras: np.ndarray, labels: np.ndarray, weights: np.ndarray,
                size: int = BATCH) -> list[tuple[np.ndarray, ...]]:
     """Inputs of similar length together, padded to a multiple of 16 (few shapes to compile)."""
     order = sorted(range(len(states)), key=lambda i: (len(states[i]), i))
@@ -159,7 +164,7 @@ def batches_of(states: Sequence[np.ndarray], labels: np.ndarray, weights: np.nda
         for row, i in enumerate(chosen):
             x[row, :len(states[i])] = states[i]
             bias[row, ..., :len(states[i])] = 0.0
-        out.append((np.array(chosen), x, bias, labels[chosen], weights[chosen]))
+        out.append((np.array(chosen), x, bias, extras[chosen].astype(np.float32), labels[chosen], weights[chosen]))
     return out
 
 
@@ -178,18 +183,19 @@ class TopLayer:
         base = base_weights().encoder
         self.heads, self.eps = base.heads, base.eps
 
-    def fit(self, lower: Lower, items: Sequence[Item], epochs: int, learning_rate: float, log: bool = True) -> None:
+    def fit(self, source: Source, epochs: int, learning_rate: float, log: bool = True) -> None:
         import jax
         import jax.numpy as jnp
 
+        lower, items = source.lower, source.data.items
         y = np.array([LABELS.index(i.label) for i in items] + [SWAP[LABELS.index(i.label)] for i in items],
                      dtype=np.int32)
         w = np.array([SOURCE_WEIGHTS[i.source] for i in items] * 2, dtype=np.float32)
-        batches = batches_of([*lower.forward, *lower.backward], y, w)
+        batches = batches_of([*lower.forward, *lower.backward], source.extras(), y, w)
         heads, eps = self.heads, self.eps
 
-        def loss(p, x, bias, labels, weights):
-            logits = top_first_token(p, x, bias, heads, eps)
+        def loss(p, x, bias, extra, labels, weights):
+            logits = top_first_token(p, x, bias, extra, heads, eps)
             picked = jax.nn.log_softmax(logits)[jnp.arange(len(labels)), labels]
             return -jnp.sum(weights * picked) / jnp.sum(weights)
 
@@ -201,9 +207,9 @@ class TopLayer:
         for epoch in range(epochs):
             started, total = time.perf_counter(), 0.0
             for index in np.random.default_rng(SEED + epoch).permutation(len(batches)):
-                _, x, bias, labels, weights = batches[index]
+                _, x, bias, extra, labels, weights = batches[index]
                 t += 1
-                params, m, v, value = step(params, m, v, jnp.float32(t), x, bias, labels, weights)
+                params, m, v, value = step(params, m, v, jnp.float32(t), x, bias, extra, labels, weights)
                 total += float(value) * float(weights.sum())
             if log:
                 print(f"    epoch {epoch + 1}/{epochs}: loss {total / w.sum():.4f}, "
@@ -220,19 +226,19 @@ class TopLayer:
             layer[part] = {"w": jnp.asarray(rounded.weight()), "b": layer[part]["b"]}
         return {"layer": layer, "head": self.params["head"]}
 
-    def probabilities(self, lower: Lower) -> np.ndarray:
+    def probabilities(self, source: Source) -> np.ndarray:
         """P(FIRST, SECOND, NEUTRAL, NO) as the shipped file computes them (:meth:`shipped`), both orders averaged
         (FIRST and SECOND exchanged back)."""
         import jax
 
-        count = len(lower.forward)
-        states = [*lower.forward, *lower.backward]
+        count = len(source.lower.forward)
+        states = [*source.lower.forward, *source.lower.backward]
         logits = np.zeros((len(states), len(LABELS)))
-        predict = jax.jit(lambda p, x, bias: top_first_token(p, x, bias, self.heads, self.eps))
+        predict = jax.jit(lambda p, x, bias, extra: top_first_token(p, x, bias, extra, self.heads, self.eps))
         params = self.shipped()
-        for chosen, x, bias, *_ in batches_of(states, np.zeros(len(states), np.int32),
-                                              np.zeros(len(states), np.float32), 64):
-            logits[chosen] = np.asarray(predict(params, x, bias), dtype=np.float64)
+        for chosen, x, bias, extra, *_ in batches_of(states, source.extras(), np.zeros(len(states), np.int32),
+                                                     np.zeros(len(states), np.float32), 64):
+            logits[chosen] = np.asarray(predict(params, x, bias, extra), dtype=np.float64)
         return symmetric_probabilities(logits[:count], logits[count:])
 
     def tuned(self, meta: dict[str, object]) -> TunedWeights:
@@ -254,41 +260,66 @@ class Source:
     def __add__(self, other: Source) -> Source:
         return Source(self.data + other.data, self.lower + other.lower)
 
+    def extras(self) -> np.ndarray:
+        """What the head reads beside the top layer's first token, both orders stacked: the columns of the data's
+        states past the encoder's width (the sentence votes with ``--votes``; none without)."""
+        hidden = self.lower.forward[0].shape[1]
+        return np.vstack([self.data.forward[:, hidden:], self.data.backward[:, hidden:]])
+
 
 def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: float) -> TopLayer:
     model = TopLayer(encoder, fit_head(source.data, C))
-    model.fit(source.lower, source.data.items, epochs, learning_rate)
+    model.fit(source, epochs, learning_rate)
     return model
 
 
 def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to: np.ndarray, epochs: int,
-                   learning_rate: float, measured: Sequence[bool] | None = None) -> None:
-    """Grouped 5-fold CV over ``target`` (fold assignment 0 of ``train_stance_passages.py``), each fold's model
-    trained on the other folds plus ``rest``, beside the head alone on the same folds; figures on the ``measured``
-    items (default all)."""
+                   learning_rate: float, assignments: int, measured: Sequence[bool] | None = None) -> None:
+    """Grouped 5-fold CV over ``target`` (the fold assignments of ``train_stance_passages.py``), each fold's model
+    trained on the other folds plus ``rest``, beside stance-v3's recipe (a head on the encoder's state alone) and,
+    with the votes, the head on state and votes, on the same folds (paired); figures on the ``measured`` items
+    (default all), mean and spread over the assignments."""
     items = target.data.items
-    tuned, head_only = [""] * len(items), [""] * len(items)
-    fold = folds(items, 0)
-    for k in range(FOLDS):
-        held = [i for i in range(len(items)) if fold[i] == k]
-        kept = target.take([i for i in range(len(items)) if fold[i] != k]) + rest
-        part = target.take(held)
-        started = time.perf_counter()
-        head = fit_head(kept.data, C)
-        model = TopLayer(encoder, head)
-        model.fit(kept.lower, kept.data.items, epochs, learning_rate)
-        shift = shift_to / head.train_priors
-        for labels, probabilities in ((head_only, head.probabilities(part.data.forward, part.data.backward)),
-                                      (tuned, model.probabilities(part.lower))):
-            for i, label in zip(held, decide(probabilities, part.data.items, shift), strict=True):
-                labels[i] = label
-        print(f"  fold {k + 1}/{FOLDS}: {len(held)} held out, {time.perf_counter() - started:.0f} s", flush=True)
+    hidden = target.lower.forward[0].shape[1]
     keep = [i for i in range(len(items)) if measured is None or measured[i]]
     gold = [items[i].label for i in keep]
-    for name, labels in (("head alone (fold assignment 0)", head_only),
-                         (f"top layer + head, {epochs} ep, lr {learning_rate}", tuned)):
-        print(summarise(name, [f1_report(gold, [labels[i] for i in keep], LABELS)]))
-    print("    " + confusion(gold, [tuned[i] for i in keep]).replace("\n", "\n    "))
+    names = ["head on the state alone (stance-v3's recipe)",
+             *(["head on the state and the votes"] if target.data.forward.shape[1] > hidden else []),
+             f"top layer + head, {epochs} ep, lr {learning_rate}"]
+    reports: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    pooled: list[str] = []
+    for assignment in range(assignments):
+        labels = {name: [""] * len(items) for name in names}
+        fold = folds(items, assignment)
+        for k in range(FOLDS):
+            held = [i for i in range(len(items)) if fold[i] == k]
+            kept = target.take([i for i in range(len(items)) if fold[i] != k]) + rest
+            part = target.take(held)
+            started = time.perf_counter()
+            head = fit_head(kept.data, C)
+            state_only = fit_head(Data(kept.data.items, kept.data.forward[:, :hidden], kept.data.backward[:, :hidden]),
+                                  C)
+            model = TopLayer(encoder, head)
+            model.fit(kept, epochs, learning_rate, log=False)
+            shift = shift_to / head.train_priors
+            probabilities = [state_only.probabilities(part.data.forward[:, :hidden], part.data.backward[:, :hidden]),
+                             *([head.probabilities(part.data.forward, part.data.backward)] if len(names) == 3 else []),
+                             model.probabilities(part)]
+            for name, p in zip(names, probabilities, strict=True):
+                for i, label in zip(held, decide(p, part.data.items, shift), strict=True):
+                    labels[name][i] = label
+            print(f"  assignment {assignment}, fold {k + 1}/{FOLDS}: {len(held)} held out, "
+                  f"{time.perf_counter() - started:.0f} s", flush=True)
+        for name in names:
+            reports[name].append(f1_report(gold, [labels[name][i] for i in keep], LABELS))
+        print(f"  assignment {assignment}: " + ", ".join(f"{reports[n][-1]['macro']:.3f}" for n in names), flush=True)
+        pooled += [labels[names[-1]][i] for i in keep]
+    for name in names:
+        print(summarise(name, reports[name]))
+    gains = [b["macro"] - a["macro"] for a, b in zip(reports[names[0]], reports[names[-1]], strict=True)]
+    print(f"  top layer + head minus stance-v3's recipe, paired per assignment: {np.mean(gains):+.3f} "
+          f"+- {np.std(gains):.3f} ({', '.join(f'{g:+.3f}' for g in gains)})")
+    print("    " + confusion(gold * assignments, pooled).replace("\n", "\n    "))
 
 
 def main() -> int:
@@ -297,7 +328,10 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="passes over the data (%(default)s)")
     parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE, help="peak (%(default)s)")
     parser.add_argument("--out", type=Path, default=MODEL, help="the model file to write (%(default)s)")
-    parser.add_argument("what", choices=("cv", "cv-answers", "write"))
+    parser.add_argument("--assignments", type=int, default=1, help="cv: fold assignments (%(default)s)")
+    parser.add_argument("--votes", action="store_true",
+                        help="the head reads the sentence encoder's votes too (train_stance_passages.py --votes)")
+    parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
     args = parser.parse_args()
     started = time.perf_counter()
     encoder = TunedWeights.load(SENTENCE_MODEL, REBUILD)
@@ -305,24 +339,27 @@ def main() -> int:
     sources = {}
     for name, items in (("web-train", web_items("train")), ("answers", answer_items()),
                         ("compsent-train", compsent_items(True))):
-        sources[name] = Source(load(states, name, items), lower_of(args.cache, name, items, encoder))
+        data = load(states, name, items)
+        sources[name] = Source(with_votes(data, args.cache) if args.votes else data,
+                               lower_of(args.cache, name, items, encoder))
     web = sources["web-train"]
     rest = sources["answers"] + sources["compsent-train"]
     shift_to = class_mix(web.data.items)
-    if args.what == "cv":
+    if "cv" in args.what:
         print(f"== web-passage set: {FOLDS} folds by domain ==")
-        cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate)
-    if args.what == "cv-answers":
+        cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate, args.assignments)
+    if "cv-answers" in args.what:
         print(f"== stance answers: {FOLDS} folds by question, measured on the half stance-v1 was not fitted on ==")
         answers = sources["answers"]
         cross_validate(answers, web + sources["compsent-train"], encoder, shift_to, args.epochs, args.learning_rate,
-                       [not in_training_half(item.group) for item in answers.data.items])
-    if args.what == "write":
+                       args.assignments, [not in_training_half(item.group) for item in answers.data.items])
+    if "write" in args.what:
         model = trained(web + rest, encoder, args.epochs, args.learning_rate)
         head = Head(np.zeros((1, 1)), np.zeros(1), model.train_priors)
         tuned = model.tuned(dict(encoder.meta))
-        write(head, shift_to, args.out, tuned, {"tuned_layers": 1, "epochs": args.epochs,
-                                               "learning_rate": args.learning_rate, "seed": SEED})
+        # The top layer's own settings apart from the sentence encoder's (its header's "epochs", "learning_rate").
+        write(head, shift_to, args.out, tuned, {"tuned_layers": 1, "votes": args.votes, "top_layer": {
+            "epochs": args.epochs, "learning_rate": args.learning_rate, "seed": SEED}})
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 
