@@ -52,6 +52,8 @@ from kueri.stance.features import in_training_half  # noqa: E402
 
 WEB = resources.path("training", "web-passages")
 MODEL = resources.path("models", "stance-v3.npz")
+#: Training parts of the web set beside ``train.jsonl``, read with ``--with-part`` (stance-v3 read train.jsonl alone).
+EXTRA_TRAINING_PARTS = ("second-train",)
 #: The head's inverse regularisation, chosen by the cross-validation on the web-passage set (docs/stance.md).
 C = 0.1
 #: The passage model labels a topic's top hits; stance-v1 the rest (the default run's cost: docs/stance.md).
@@ -73,6 +75,7 @@ class Item:
     source: str
     passage: MaskedPassage
     label: str
+    pair: str = ""  # the web set's object pair (the frozen parts' bootstrap draws pairs)
 
 
 def web_items(split: str, folder: Path = WEB) -> list[Item]:
@@ -83,7 +86,8 @@ def web_items(split: str, folder: Path = WEB) -> list[Item]:
         for line in handle:
             row = json.loads(line)
             passage = mask_passage(row["text"], ObjectMatcher(row["object_1"], row["object_2"]))
-            items.append(Item(row["id"], row["domain"], "web", passage, row["stance"]))
+            items.append(Item(row["id"], row["domain"], "web", passage, row["stance"],
+                              f"{row['object_1']} | {row['object_2']}".lower()))
     return items
 
 
@@ -146,6 +150,16 @@ class Data:
 
 def load(states: States, name: str, items: list[Item]) -> Data:
     return Data(items, *states.of(name, items))
+
+
+def training_part(states: States, folder: Path, parts: Sequence[str]) -> tuple[Data, list[bool] | None]:
+    """The web set's training passages (``train.jsonl`` and the ``parts``), and which of them a CV measures on:
+    ``train.jsonl``'s (its figures stay comparable), None when there are no other parts (all)."""
+    web = load(states, "web-train", web_items("train", folder))
+    count = len(web.items)
+    for part in parts:
+        web = web + load(states, f"web-{part}", web_items(part, folder))
+    return web, [i < count for i in range(len(web.items))] if parts else None
 
 
 def with_votes(data: Data, cache: Path) -> Data:
@@ -281,10 +295,13 @@ def bag_of_words(target: Sequence[Item], assignments: int) -> list[dict[str, flo
 
 
 def cross_validate(target: Data, rest: Data, shift_to: np.ndarray, assignments: int, c_grid: Sequence[float],
-                   baselines: dict[str, list[str]], measured: Sequence[bool] | None = None) -> None:
+                   baselines: dict[str, list[str]], measured: Sequence[bool] | None = None, share: float = 1.0) -> None:
     """Grouped k-fold over ``target`` (its items' groups), the heads trained on the other folds plus all of
     ``rest``; macro-F1 per fold assignment, beside the fixed baselines on the same items (only the ``measured``
-    ones: the stance answers that stance-v1 and stance-v2 were not fitted on)."""
+    ones: the stance answers that stance-v1 and stance-v2 were not fitted on). ``share``: the heads see only that
+    share of the other folds' object pairs (the same pairs in every fold: a learning curve)."""
+    seen = [share >= 1.0 or int(hashlib.md5(item.pair.encode()).hexdigest(), 16) / 16 ** 32 < share
+            for item in target.items]
     keep = [i for i in range(len(target.items)) if measured is None or measured[i]]
     gold = [target.items[i].label for i in keep]
     for name, predicted in baselines.items():
@@ -297,7 +314,7 @@ def cross_validate(target: Data, rest: Data, shift_to: np.ndarray, assignments: 
             fold = folds(target.items, assignment)
             for k in range(FOLDS):
                 held = [i for i in range(len(target.items)) if fold[i] == k]
-                kept = [i for i in range(len(target.items)) if fold[i] != k]
+                kept = [i for i in range(len(target.items)) if fold[i] != k and seen[i]]
                 part = target.take(held)
                 head = fit_head(target.take(kept) + rest, c)
                 labels = decide(head.probabilities(part.forward, part.backward), part.items,
@@ -327,20 +344,55 @@ def report_frozen(head: Head, frozen: Data, shift_to: np.ndarray, models: Sequen
     files)."""
     gold = [item.label for item in frozen.items]
     labels = decide(head.probabilities(frozen.forward, frozen.backward), frozen.items, shift_to / head.train_priors)
-    for name, predicted in (*((n, baseline_labels(frozen.items, n)) for n in ("stance-v1", "stance-v2", *models)),
-                            ("passage head", labels)):
+    given = {n: baseline_labels(frozen.items, n) for n in models}
+    for name, predicted in (*((n, baseline_labels(frozen.items, n)) for n in ("stance-v1", "stance-v2")),
+                            *given.items(), ("passage head", labels)):
         print(summarise(f"{part}: {name}", [f1_report(gold, predicted, LABELS)]))
-    print("    " + confusion(gold, labels).replace("\n", "\n    "))
+        print("    " + confusion(gold, predicted).replace("\n", "\n    "))
+    if len(given) >= 2:
+        first, *others = given
+        for other in others:
+            print(paired_bootstrap(frozen.items, given[first], given[other], f"{other} minus {first}"))
+
+
+def paired_bootstrap(items: Sequence[Item], a: Sequence[str], b: Sequence[str], name: str,
+                     draws: int = 10_000) -> str:
+    """The gain in macro-F1 of labels ``b`` over ``a``, and how it varies when the part's object pairs are drawn
+    again with replacement (a pair's passages together: what another part written the same way could give)."""
+    def macro_f1(gold: np.ndarray, predicted: np.ndarray, counts: np.ndarray) -> float:
+        """f1_report's macro-F1 of label indices, each passage counted ``counts`` times."""
+        f1s = []
+        for k in range(len(LABELS)):
+            tp = counts[(gold == k) & (predicted == k)].sum()
+            n_gold, n_pred = counts[gold == k].sum(), counts[predicted == k].sum()
+            if n_gold or n_pred:
+                f1s.append(2 * tp / (n_gold + n_pred))
+        return float(np.mean(f1s))
+
+    gold = np.array([LABELS.index(item.label) for item in items])
+    first, second = (np.array([LABELS.index(label) for label in labels]) for labels in (a, b))
+    pairs = sorted({item.pair for item in items})
+    pair_of = np.array([pairs.index(item.pair) for item in items])
+    rng = np.random.default_rng(20222)
+    gains = []
+    for _ in range(draws):
+        counts = np.bincount(rng.integers(len(pairs), size=len(pairs)), minlength=len(pairs))[pair_of]
+        gains.append(macro_f1(gold, second, counts) - macro_f1(gold, first, counts))
+    ones = np.ones(len(items), dtype=np.int64)
+    gain = macro_f1(gold, second, ones) - macro_f1(gold, first, ones)
+    low, high = np.percentile(gains, [5, 95])
+    return (f"  {name}: {gain:+.3f}; over {draws} draws of the {len(pairs)} pairs, 90 % between {low:+.3f} and "
+            f"{high:+.3f}, above zero in {np.mean(np.array(gains) > 0):.1%}")
 
 
 def write(head: Head, shift_to: np.ndarray, out: Path, encoder: TunedWeights | None = None,
-          settings: dict[str, object] | None = None) -> None:
+          settings: dict[str, object] | None = None, parts: Sequence[str] = ()) -> None:
     """The shipped file: the sentence encoder's layers (or ``encoder``'s, with its head) with the passage head, and
-    the decision, in one header."""
+    the decision, in one header (with the digests of the training files: ``train.jsonl`` and the ``parts``)."""
     tuned = encoder
     encoder = encoder or TunedWeights.load(SENTENCE_MODEL, "`python scripts/train_stance_encoder.py`")
     training = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in (
-        ("web-passages/train.jsonl", WEB / "train.jsonl"),
+        *((f"web-passages/{part}.jsonl", WEB / f"{part}.jsonl") for part in ("train", *parts)),
         ("touche2022-stance-train.tsv", resources.path("training", "touche2022-stance-train.tsv")),
         ("compsent19-train.csv", resources.path("training", "compsent19-train.csv")))}
     meta = {**{k: v for k, v in encoder.meta.items() if k not in ("training", "format", "layers")},
@@ -365,6 +417,10 @@ def main() -> int:
                         help="frozen: the frozen part to read (%(default)s: the frozen fifth; second-frozen: the part "
                         "written for the next adoption)")
     parser.add_argument("--votes", action="store_true", help="cv: the sentence encoder's votes as inputs too")
+    parser.add_argument("--with-part", nargs="*", default=[], choices=EXTRA_TRAINING_PARTS,
+                        help="training parts of the set beside train.jsonl (cv measures on train.jsonl's passages)")
+    parser.add_argument("--web-share", type=float, default=1.0,
+                        help="cv: the heads see this share of the web set's training pairs (a learning curve)")
     parser.add_argument("--encoder", type=Path, default=SENTENCE_MODEL,
                         help="cv: the sentence encoder whose states the head reads (%(default)s)")
     parser.add_argument("what", choices=("bow", "cv", "frozen", "write"))
@@ -377,7 +433,7 @@ def main() -> int:
     if args.encoder != SENTENCE_MODEL and args.what != "cv":
         parser.error("--encoder is for cv: the shipped model and the frozen fifth read the shipped encoder")
     states = States(args.cache, args.encoder)
-    web = load(states, "web-train", web_items("train", args.web))
+    web, measured = training_part(states, args.web, args.with_part)
     answers = load(states, "answers", answer_items())
     compsent = load(states, "compsent-train", compsent_items(True))
     shift_to = class_mix(web.items)
@@ -388,7 +444,10 @@ def main() -> int:
     if args.what == "cv":
         print(f"\n== web-passage set: {FOLDS} folds by writing batch x {args.assignments} assignments ==")
         baselines = {name: baseline_labels(web.items, name) for name in ("stance-v1", "stance-v2")}
-        cross_validate(web, answers + compsent, shift_to, args.assignments, args.c, baselines)
+        cross_validate(web, answers + compsent, shift_to, args.assignments, args.c, baselines, measured,
+                       args.web_share)
+        if args.web_share < 1.0:
+            return 0
         print(f"\n== stance training answers: {FOLDS} folds by question x 3 assignments, measured on the held-out "
               "half (stance-v1 and stance-v2 were fitted on the other) ==")
         baselines = {name: baseline_labels(answers.items, name) for name in ("stance-v1", "stance-v2")}
@@ -398,7 +457,7 @@ def main() -> int:
         frozen = load(states, f"web-{args.part}", web_items(args.part, args.web))
         report_frozen(fit_head(web + answers + compsent, C), frozen, shift_to, args.model, args.part)
     if args.what == "write":
-        write(fit_head(web + answers + compsent, C), shift_to, args.out)
+        write(fit_head(web + answers + compsent, C), shift_to, args.out, parts=args.with_part)
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 

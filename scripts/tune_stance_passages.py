@@ -50,6 +50,7 @@ from train_stance_encoder import (  # noqa: E402
     lower_states,
 )
 from train_stance_passages import (  # noqa: E402
+    EXTRA_TRAINING_PARTS,
     FOLDS,
     MAX_TOKENS,
     MODEL,
@@ -331,23 +332,29 @@ def main() -> int:
     parser.add_argument("--assignments", type=int, default=1, help="cv: fold assignments (%(default)s)")
     parser.add_argument("--votes", action="store_true",
                         help="the head reads the sentence encoder's votes too (train_stance_passages.py --votes)")
+    parser.add_argument("--with-part", nargs="*", default=[], choices=EXTRA_TRAINING_PARTS,
+                        help="training parts of the set beside train.jsonl (cv measures on train.jsonl's passages)")
     parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
     args = parser.parse_args()
     started = time.perf_counter()
     encoder = TunedWeights.load(SENTENCE_MODEL, REBUILD)
     states = States(args.cache)
     sources = {}
-    for name, items in (("web-train", web_items("train")), ("answers", answer_items()),
-                        ("compsent-train", compsent_items(True))):
+    for name, items in (("web-train", web_items("train")), *((f"web-{p}", web_items(p)) for p in args.with_part),
+                        ("answers", answer_items()), ("compsent-train", compsent_items(True))):
         data = load(states, name, items)
         sources[name] = Source(with_votes(data, args.cache) if args.votes else data,
                                lower_of(args.cache, name, items, encoder))
     web = sources["web-train"]
+    count = len(web.data.items)  # a CV measures on train.jsonl's passages (its figures stay comparable)
+    for part in args.with_part:
+        web = web + sources[f"web-{part}"]
+    measured = [i < count for i in range(len(web.data.items))] if args.with_part else None
     rest = sources["answers"] + sources["compsent-train"]
     shift_to = class_mix(web.data.items)
     if "cv" in args.what:
         print(f"== web-passage set: {FOLDS} folds by domain ==")
-        cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate, args.assignments)
+        cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate, args.assignments, measured)
     if "cv-answers" in args.what:
         print(f"== stance answers: {FOLDS} folds by question, measured on the half stance-v1 was not fitted on ==")
         answers = sources["answers"]
@@ -359,7 +366,7 @@ def main() -> int:
         tuned = model.tuned(dict(encoder.meta))
         # The top layer's own settings apart from the sentence encoder's (its header's "epochs", "learning_rate").
         write(head, shift_to, args.out, tuned, {"tuned_layers": 1, "votes": args.votes, "top_layer": {
-            "epochs": args.epochs, "learning_rate": args.learning_rate, "seed": SEED}})
+            "epochs": args.epochs, "learning_rate": args.learning_rate, "seed": SEED}}, args.with_part)
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 
