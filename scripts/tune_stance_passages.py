@@ -356,7 +356,7 @@ def main() -> int:
         print(f"== web-passage set: {FOLDS} folds by domain ==")
         cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate, args.assignments, measured)
     if "cv-answers" in args.what:
-        print(f"== stance answers: {FOLDS} folds by question, measured on the half stance-v1 was not fitted on ==")
+        print(f"== stance answers: {FOLDS} folds by question, measured on the held-out half of stance-v1's split ==")
         answers = sources["answers"]
         cross_validate(answers, web + sources["compsent-train"], encoder, shift_to, args.epochs, args.learning_rate,
                        args.assignments, [not in_training_half(item.group) for item in answers.data.items])
