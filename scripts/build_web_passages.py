@@ -129,7 +129,7 @@ def read_lines(paths: Iterable[Path]) -> list[dict]:
     return rows
 
 
-def candidates(written: Path, out: Path, target: Path) -> None:
+def candidates(written: Path, out: Path, target: Path, count: int = CHUNKS) -> None:
     rows = read_lines(sorted(written.glob("*/*.jsonl")))
     shipped, topics = sample_sequences(), topic_pairs()
     existing = [row for name, part in shipped_parts(target).items()
@@ -176,9 +176,9 @@ def candidates(written: Path, out: Path, target: Path) -> None:
     random.Random(2012).shuffle(shuffled)
     chunks = out / "to-label" / f"round-{len({row['round'] for row in kept})}"
     chunks.mkdir(parents=True, exist_ok=True)
-    for k in range(CHUNKS):
+    for k in range(count):
         with open(chunks / f"chunk-{k + 1}.jsonl", "w", encoding="utf-8") as handle:
-            for row in shuffled[k::CHUNKS]:
+            for row in shuffled[k::count]:
                 item = {key: row[key] for key in ("id", "object_1", "object_2", "text")}
                 handle.write(json.dumps(item, ensure_ascii=False) + "\n")
     print(f"{len(rows)} written, {len(kept)} kept ({len(shuffled)} new: {chunks}); dropped: {dict(dropped)}")
@@ -232,6 +232,7 @@ def main() -> int:
     first = sub.add_parser("candidates")
     first.add_argument("written", type=Path)
     first.add_argument("out", type=Path)
+    first.add_argument("--chunks", type=int, default=CHUNKS, help="labelling chunks, one a labeller (%(default)s)")
     last = sub.add_parser("finish")
     last.add_argument("out", type=Path)
     last.add_argument("labels", type=Path)
@@ -240,7 +241,7 @@ def main() -> int:
                              help="the set's folder (%(default)s)")
     args = parser.parse_args()
     if args.command == "candidates":
-        candidates(args.written, args.out, args.target)
+        candidates(args.written, args.out, args.target, args.chunks)
     else:
         finish(args.out, args.labels, args.target)
     return 0
