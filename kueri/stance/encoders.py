@@ -13,7 +13,7 @@ that name a side exchanged back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,7 +98,7 @@ class KeptProbabilities:
     """
 
     def __init__(self, path: str | Path, labels: Sequence[str], swap: Sequence[int], rebuild: str,
-                 beside: SentenceVoteFeatures | None = None) -> None:
+                 beside: Callable[[list[tuple]], np.ndarray] | None = None) -> None:
         self.path, self.labels, self.swap, self.rebuild = Path(path), tuple(labels), list(swap), rebuild
         self.beside = beside
         self._encoder: CrossEncoder | None = None

@@ -37,8 +37,10 @@ class PassageEncoderModel:
     def __init__(self, path: str | Path, meta: Mapping[str, object]) -> None:
         self.path, self.meta = Path(path), dict(meta)
         self.decision = Decision.from_meta(self.meta, REBUILD)
-        encoder = companion_file(self.path.parent, str(self.meta.get("sentence_encoder")))
-        votes = SentenceVoteFeatures(sentence_votes(encoder)) if self.meta.get("votes") else None
+        votes = None
+        if self.meta.get("votes"):  # the sentence encoder its header names, beside it (else the shipped one)
+            votes = SentenceVoteFeatures(sentence_votes(companion_file(self.path.parent,
+                                                                       str(self.meta["sentence_encoder"]))))
         self.kept = KeptProbabilities(self.path, LABELS, SWAP, REBUILD, votes)
 
     def _text(self, passage: MaskedPassage) -> list[str] | list[list[str]]:
