@@ -298,8 +298,8 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
             part = target.take(held)
             started = time.perf_counter()
             head = fit_head(kept.data, C)
-            state_only = fit_head(Data(kept.data.items, kept.data.forward[:, :hidden], kept.data.backward[:, :hidden]),
-                                  C)
+            state_only = head if len(names) == 2 else fit_head(
+                Data(kept.data.items, kept.data.forward[:, :hidden], kept.data.backward[:, :hidden]), C)
             model = TopLayer(encoder, head)
             model.fit(kept, epochs, learning_rate, log=False)
             shift = shift_to / head.train_priors
