@@ -47,6 +47,20 @@ def stored(path: Path, encoder: CountingEncoder | None = None) -> tuple[StoredEn
 # -- the registry ------------------------------------------------------------------------------------------------
 
 
+def test_a_cross_encoders_few_texts_keep_every_worker_busy():
+    """A question's top 10 in both orders (20 texts) on 2 workers: 4 batches of 5, not 8, 8 and a last 4 alone; as
+    few rounds of batches as batches of at most BATCH give."""
+    from kueri.encoders.cross import BATCH, even_batch
+
+    assert even_batch(20, 2) == 5 and even_batch(1000, 2) == BATCH and even_batch(1, 2) == 1
+    for texts in range(1, 300):
+        for workers in (1, 2, 3, 4):
+            size = even_batch(texts, workers)
+            batches = -(-texts // size)
+            assert 1 <= size <= BATCH
+            assert -(-batches // workers) == -(-texts // (BATCH * workers)), (texts, workers)
+
+
 def test_each_encoder_is_one_registry_entry():
     assert names() == ("e5", "minilm")
     for name, entry in ENCODERS.items():

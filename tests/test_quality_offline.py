@@ -172,6 +172,18 @@ def test_save_and_load_round_trip(tmp_path, model, scored_sample):
     assert (tmp_path / "m.npz").read_bytes() == (tmp_path / "m2.npz").read_bytes()  # no timestamps
 
 
+def test_an_unchanged_file_is_read_once_a_rebuilt_one_again(tmp_path, model):
+    path = tmp_path / "m.npz"
+    model.save(path)
+    first = OfflineQualityModel.load(path)
+    assert OfflineQualityModel.load(path) is first
+    OfflineQualityModel(model.meta, model.char, model.word, model.feature_mean, model.feature_scale,
+                        model.feature_coef, model.intercept + 1.0).save(path)
+    written = path.stat().st_mtime_ns
+    os.utime(path, ns=(written, written + 1_000_000_000))  # a rebuild takes longer than the clock's tick
+    assert OfflineQualityModel.load(path).intercept == first.intercept + 1.0
+
+
 def test_a_missing_or_broken_model_is_a_setup_error(tmp_path):
     with pytest.raises(SetupError, match="train_quality.py"):
         OfflineQualityModel.load(tmp_path / "none.npz")

@@ -54,6 +54,14 @@ BATCH = 8
 _PARTS = ("q", "k", "v", "ao", "fi", "fo")
 
 
+def even_batch(texts: int, workers: int) -> int:
+    """At most :data:`BATCH`, the batch size that gives every worker as many batches as the others: a few texts (a
+    question's top 10 in both orders) leave no worker idle while another reads a last batch alone. An output does
+    not depend on its batch-mates, so this changes no bit."""
+    rounds = max(1, -(-texts // (BATCH * workers)))
+    return max(1, -(-texts // (rounds * workers)))
+
+
 @dataclass(frozen=True)
 class TunedWeights:
     """What fine-tuning changed in MiniLM: its top layers (replacing the base's from ``first_layer`` on) and
@@ -239,16 +247,22 @@ class CrossEncoder:
             return np.zeros((0, base.encoder.hidden), dtype=np.float32)
         encoded = encode_pairs(self.tokenizer, pairs)
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-        return embed_in_batches(session, encoded, order, BATCH, base.pad, base.embeddings, base.encoder.hidden,
-                                "cross-encoder", False, workers, pooling=first_token)
+        return embed_in_batches(session, encoded, order, even_batch(len(encoded), workers), base.pad,
+                                base.embeddings, base.encoder.hidden, "cross-encoder", False, workers,
+                                pooling=first_token)
 
     def logits(self, pairs: Sequence[tuple[str, str]], beside: np.ndarray | None = None) -> np.ndarray:
         """The head's logits (pairs x :attr:`labels`). ``beside``: features of each pair (pairs x k) that a head
         wider than the hidden state reads after it, in the order training appended them."""
         if not pairs:
             return np.zeros((0, len(self.labels)))
+        return self.head_logits(self.states(pairs), beside)
+
+    def head_logits(self, states: np.ndarray, beside: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`logits` of the pairs whose :meth:`states` are ``states`` (what is beside them may be computed
+        meanwhile)."""
         head = self.tuned.head
-        inputs = self.states(pairs).astype(np.float64)
+        inputs = states.astype(np.float64)
         if beside is not None:
             inputs = np.hstack([inputs, np.asarray(beside, dtype=np.float64)])
         if inputs.shape[1] != head.weight.shape[0]:
@@ -261,3 +275,7 @@ class CrossEncoder:
     def predict(self, pairs: Sequence[tuple[str, str]], beside: np.ndarray | None = None) -> np.ndarray:
         """P(each of :attr:`labels`) of each pair (pairs x labels); ``beside`` as :meth:`logits`."""
         return softmax_rows(self.logits(pairs, beside)) if pairs else np.zeros((0, len(self.labels)))
+
+    def head_probabilities(self, states: np.ndarray, beside: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`predict` of the pairs whose :meth:`states` are ``states``."""
+        return softmax_rows(self.head_logits(states, beside)) if len(states) else np.zeros((0, len(self.labels)))

@@ -74,6 +74,21 @@ class OfflineQualityModel:
 
     @classmethod
     def load(cls, path: str | Path = DEFAULT_MODEL) -> OfflineQualityModel:
+        """The model in ``path``, read once per process while the file is unchanged (a model is never changed once
+        made, and ``kueri serve`` asks for it twice a question)."""
+        try:
+            stat = Path(path).stat()
+        except OSError:
+            return cls._read(Path(path))  # the error that names the file and how to rebuild it
+        return cls._read_unchanged(Path(path).resolve(), stat.st_mtime_ns, stat.st_size)
+
+    @classmethod
+    @functools.lru_cache(maxsize=4)
+    def _read_unchanged(cls, path: Path, mtime_ns: int, size: int) -> OfflineQualityModel:
+        return cls._read(path)
+
+    @classmethod
+    def _read(cls, path: Path) -> OfflineQualityModel:
         return load_model_file(path, "quality model", "scripts/train_quality.py", lambda meta, arrays: cls(
             meta, read_block(arrays, "char", with_coef=True), read_block(arrays, "word", with_coef=True),
             arrays["feature_mean"], arrays["feature_scale"], arrays["feature_coef"],

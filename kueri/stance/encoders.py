@@ -14,6 +14,7 @@ that name a side exchanged back.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,11 +58,15 @@ def stance_cross_encoder(path: str | Path, labels: Sequence[str], rebuild: str,
 
 
 def symmetric(encoder: CrossEncoder, texts: Sequence[Sequence[str]], swap: Sequence[int],
-              beside: np.ndarray | None = None) -> np.ndarray:
+              beside: np.ndarray | Future[np.ndarray] | None = None) -> np.ndarray:
     """P(classes) of masked texts, averaged over both orders of the objects (``swap``: the classes' order once the
-    objects are exchanged). ``beside``: what the head also reads of each text, in each order (texts x 2 x k)."""
+    objects are exchanged). ``beside``: what the head also reads of each text, in each order (texts x 2 x k), or
+    its future (computed while the encoder reads the texts)."""
     pairs = [(HYPOTHESIS, masked_text(t)) for t in [*texts, *(swap_tokens(t) for t in texts)]]
-    both = encoder.predict(pairs, None if beside is None else np.vstack([beside[:, 0], beside[:, 1]]))
+    states = encoder.states(pairs)
+    if isinstance(beside, Future):
+        beside = beside.result()
+    both = encoder.head_probabilities(states, None if beside is None else np.vstack([beside[:, 0], beside[:, 1]]))
     forward, backward = both[: len(texts)], both[len(texts):]
     return (forward + backward[:, list(swap)]) / 2.0
 
@@ -134,7 +139,10 @@ class KeptProbabilities:
             computed = symmetric(self.encoder, new, self.swap)
         else:
             tokens = [[token for sentence in text for token in sentence] for text in new]
-            computed = symmetric(self.encoder, tokens, self.swap, self.beside(new))
+            # what is beside (e.g. another encoder's votes) is computed on a thread of its own meanwhile: the encoders
+            # run a batch per core and release the GIL, and a core the last batch leaves idle reads it
+            with ThreadPoolExecutor(1) as pool:
+                computed = symmetric(self.encoder, tokens, self.swap, pool.submit(self.beside, new))
         self._kept.update(zip(new, computed, strict=True))
 
 
