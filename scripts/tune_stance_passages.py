@@ -4,8 +4,11 @@
     .venv/bin/pip install -e '.[train]'
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv       # grouped CV on the web-passage set
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv-answers   # ... and on the stance answers
-    .venv/bin/python scripts/tune_stance_passages.py --cache DIR write    # fit on everything, write --out
-    .venv/bin/python scripts/tune_stance_passages.py --cache DIR --votes --assignments 3 cv cv-answers
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR write    # kueri/resources/models/stance-v4.npz
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR --assignments 3 cv cv-answers
+
+The defaults are stance-v4's recipe (``--votes``, ``--with-part second-train``); ``--no-votes`` and ``--with-part``
+with no part give the candidates it was judged beside.
 
 ``scripts/train_stance_passages.py`` fits only a linear head on the stance encoder's first-token state: the encoder
 itself learnt from single CompSent-19 sentences. Here its top layer learns too, on the same training data (the
@@ -26,6 +29,7 @@ kueri computes them when it labels.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import sys
@@ -53,7 +57,6 @@ from train_stance_passages import (  # noqa: E402
     EXTRA_TRAINING_PARTS,
     FOLDS,
     MAX_TOKENS,
-    MODEL,
     SOURCE_WEIGHTS,
     SWAP,
     C,
@@ -75,6 +78,7 @@ from train_stance_passages import (  # noqa: E402
     write,
 )
 
+from kueri import resources  # noqa: E402
 from kueri.cli.script import run_script, script_parser  # noqa: E402
 from kueri.encoders.bert_graph import FloatLinear, Int8Linear  # noqa: E402
 from kueri.encoders.cross import TunedWeights, base_weights, encode_pairs, pair_tokenizer  # noqa: E402
@@ -328,12 +332,15 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, required=True, help="folder for the encoder's states (outside the repo)")
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="passes over the data (%(default)s)")
     parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE, help="peak (%(default)s)")
-    parser.add_argument("--out", type=Path, default=MODEL, help="the model file to write (%(default)s)")
+    parser.add_argument("--out", type=Path, default=resources.path("models", "stance-v4.npz"),
+                        help="the model file to write (%(default)s)")
     parser.add_argument("--assignments", type=int, default=1, help="cv: fold assignments (%(default)s)")
-    parser.add_argument("--votes", action="store_true",
-                        help="the head reads the sentence encoder's votes too (train_stance_passages.py --votes)")
-    parser.add_argument("--with-part", nargs="*", default=[], choices=EXTRA_TRAINING_PARTS,
-                        help="training parts of the set beside train.jsonl (cv measures on train.jsonl's passages)")
+    parser.add_argument("--votes", action=argparse.BooleanOptionalAction, default=True,
+                        help="the head reads the sentence encoder's votes too (train_stance_passages.py --votes; "
+                        "default: yes)")
+    parser.add_argument("--with-part", nargs="*", default=list(EXTRA_TRAINING_PARTS), choices=EXTRA_TRAINING_PARTS,
+                        help="training parts of the set beside train.jsonl (default: %(default)s; none given: "
+                        "train.jsonl alone; cv measures on train.jsonl's passages)")
     parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
     args = parser.parse_args()
     started = time.perf_counter()

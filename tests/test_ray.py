@@ -386,9 +386,10 @@ def row07_run(few_topics, local_default) -> Path:
 def test_stance_on_ray_labels_as_the_local_command(cluster, few_topics, row07_run, tmp_path):
     common = ["stance", str(row07_run), "--corpus", str(SAMPLE_CORPUS), "--topics", str(few_topics), "--depth", "20",
               "-q"]
-    # the default model, stance-v3 (its passage model opened in the Ray task: its session never travels), the
-    # stance encoder's votes (stance-v2) and the TF-IDF model alone (stance-v1): locally and on Ray, all at once
-    models = {"stance-v3": common, **{model: [*common[:-3], "--depth", "5", "--model", model, "-q"]
+    # the default model, stance-v4 (its passage model and the sentence encoder it asks for votes opened in the Ray
+    # task: their sessions never travel), the stance encoder's votes (stance-v2) and the TF-IDF model alone
+    # (stance-v1): locally and on Ray, all at once
+    models = {"stance-v4": common, **{model: [*common[:-3], "--depth", "5", "--model", model, "-q"]
                                       for model in ("stance-v2", "stance-v1")}}
     commands = [[*args, "--output", str(tmp_path / f"{where}-{model}.txt"), *extra] for model, args in models.items()
                 for where, extra in (("local", []), ("ray", ["--ray", cluster]))]
@@ -396,7 +397,7 @@ def test_stance_on_ray_labels_as_the_local_command(cluster, few_topics, row07_ru
         assert done.returncode == 0, done.stderr
     for model in models:
         assert (tmp_path / f"ray-{model}.txt").read_text() == (tmp_path / f"local-{model}.txt").read_text(), model
-    labelled = (tmp_path / "ray-stance-v3.txt").read_text()
+    labelled = (tmp_path / "ray-stance-v4.txt").read_text()
     assert {"FIRST", "SECOND", "NO"} <= {line.split()[1] for line in labelled.splitlines()}
 
 

