@@ -65,13 +65,6 @@ def needs_session_work(item: pytest.Item) -> bool:
     return bool(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
-#: The files whose tests take minutes (from about three down to one and a half on a quiet 2-core machine), longest
-#: first: among the files that need the session's work folder they start first, so that the two worker processes
-#: finish together.
-LONG_FILES = ("test_ray.py", "test_second_stage.py", "test_image.py", "test_table1.py", "test_tira_inputs.py",
-              "test_processes.py", "test_serve.py")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     needs_work = {item: needs_session_work(item) for item in items}
     kinds: dict[Path, set[bool]] = {}
@@ -81,14 +74,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         kinds.setdefault(item.path, set()).add(needs)
     # What needs nothing of the session's work folder first, so that it runs while the default run, started as the
     # session begins, is made: the files without such tests, then those with some (those tests last in each file,
-    # the others in their order; the long files first), then the rest. make test hands the files to its two worker
-    # processes in this order (pytest-xdist's --no-loadscope-reorder, in pyproject.toml: it would otherwise hand out
-    # the files with the most tests first).
+    # the others in their order), then the rest (one file per worker process: make test).
     group = {path: 0 if True not in needs else 1 if False in needs else 2 for path, needs in kinds.items()}
     place = {path: i for i, path in enumerate(kinds)}
-    long = {name: i for i, name in enumerate(LONG_FILES)}
-    items.sort(key=lambda item: (group[item.path], long.get(item.path.name, len(long)), place[item.path],
-                                 needs_work[item]))
+    items.sort(key=lambda item: (group[item.path], place[item.path], needs_work[item]))
 
 
 @pytest.fixture(autouse=True)
