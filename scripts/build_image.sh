@@ -41,10 +41,12 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   fi
 fi
 
-echo "build_image: wheelhouse (build/wheelhouse)"
-rm -rf build/wheelhouse
+echo "build_image: wheelhouse (build/wheelhouse: the dependencies; build/kueri-wheel: kueri)"
+rm -rf build/wheelhouse build/kueri-wheel
 "$python" -m pip wheel -q --disable-pip-version-check -w build/wheelhouse .
 "$python" -m pip wheel -q --disable-pip-version-check --no-deps -w build/wheelhouse pyserini==0.25.0 pip
+mkdir -p build/kueri-wheel
+mv build/wheelhouse/kueri-*.whl build/kueri-wheel/
 
 echo "build_image: docker build $tag from $base"
 # --network host: apt-get inside the build reaches Debian's mirror; pip never runs against an index.
