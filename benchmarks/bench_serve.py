@@ -18,6 +18,13 @@ each is answered (200) or refused (503 with Retry-After), and no request may tak
 
     .venv/bin/python benchmarks/bench_serve.py --burst 32 --max-wait 60
 
+With ``--in-process ROUNDS`` it measures what a warm question costs kueri itself, without HTTP or the OS's
+scheduling of a server: the engine of ``kueri serve`` in this process on a work folder whose passages an unmeasured
+first round embedded, ROUNDS fresh engines (their answer caches empty) each asked the questions one after another,
+wall and CPU time per question (a median of 16 questions moves by a tenth of a second between runs; of 48, less):
+
+    .venv/bin/python benchmarks/bench_serve.py --in-process 3 --questions 16
+
 The questions are the shipped sample's Touché topics' titles and free questions in other forms, in turn.
 Latency is measured at the client (the request's whole round trip); throughput is questions per second of
 the phase's wall time. Loops are bounded: each phase asks exactly ``--questions`` questions.
@@ -179,6 +186,28 @@ def fresh_workdir(base: Path, target: Path) -> None:
             shutil.copytree(index, target / index.name, copy_function=os.link)
 
 
+def in_process(source: dict[str, str], workdir: Path, asked: Sequence[str], rounds: int, k: int
+               ) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each warm question (``rounds`` fresh engines on ``workdir``, after one unmeasured)."""
+    from kueri.serve.engine import Engine
+
+    walls: list[float] = []
+    cpus: list[float] = []
+    for round_ in range(rounds + 1):
+        engine = Engine(**source, workdir=workdir)
+        engine.start(preembed=False)
+        try:
+            for question in asked:
+                started, cpu = time.perf_counter(), time.process_time()
+                engine.ask(question, k=k)
+                if round_:
+                    walls.append(time.perf_counter() - started)
+                    cpus.append(time.process_time() - cpu)
+        finally:
+            engine.close()
+    return walls, cpus
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = script_parser(__doc__)
     source = parser.add_mutually_exclusive_group()
@@ -194,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, help="measure the bounded queue: this many cold questions at once")
     parser.add_argument("--max-wait", type=float, default=60.0,
                         help="the server's --max-wait for --burst (%(default)s)")
+    parser.add_argument("--in-process", type=int, metavar="ROUNDS",
+                        help="measure warm questions in this process instead, ROUNDS fresh engines (see above)")
     args = parser.parse_args(argv)
     root = Path(args.workdir)
     base = root / "base"
@@ -229,6 +260,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                    for s_, t, r in results], indent=1))
         return 1 if others or max(took for _, took, _ in results) > args.max_wait + 1 else 0
     asked = questions(args.questions)
+    if args.in_process:
+        workdir = root / "in-process"
+        fresh_workdir(base, workdir)
+        walls, cpus = in_process({"index": args.index} if args.index else {"corpus": args.corpus}, workdir, asked,
+                                 args.in_process, args.k)
+        print(f"in process, warm: {len(walls)} questions, p50 {statistics.median(walls):.2f} s (CPU "
+              f"{statistics.median(cpus):.2f} s), mean {statistics.mean(walls):.2f} s, max {max(walls):.2f} s")
+        return 0
     paths = [f"/api/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in asked]
     rows = []
 
