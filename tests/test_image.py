@@ -2,7 +2,7 @@
 
 The image is built by ``scripts/build_image.sh`` (``make image``) from this checkout; ``KUERI_IMAGE`` names
 an image built already. It runs with ``docker run`` and through TIRA's own local client (``tira-run``, PyPI
-``tira``, a test dependency) with the command the README registers. Where Docker cannot run, every test
+``tira``, a test dependency) with the command docs/tira.md registers. Where Docker cannot run, every test
 here is skipped with the reason.
 """
 
@@ -73,9 +73,9 @@ def image_work(default_tira_run, tmp_path_factory) -> Path:
 
 
 def registered_command() -> str:
-    """The command the README tells people to register in TIRA, as written there."""
-    found = re.findall(r"Register the command `([^`]+)` in TIRA", (ROOT / "README.md").read_text())
-    assert len(found) == 1, "README.md must name one command to register in TIRA"
+    """The command docs/tira.md tells people to register in TIRA, as written there."""
+    found = re.findall(r"Register the command `([^`]+)` in TIRA", (ROOT / "docs" / "tira.md").read_text())
+    assert len(found) == 1, "docs/tira.md must name one command to register in TIRA"
     return found[0]
 
 
@@ -138,7 +138,7 @@ def test_the_default_run_in_the_image_is_the_checkouts(image, image_work, defaul
 
 
 def test_tira_run_with_the_registered_command_cold_writes_the_checkouts_run(image, default_tira_run, tmp_path):
-    """TIRA's client, with the README's command as written, nothing cached (as on TIRA: the image makes its index and
+    """TIRA's client, with docs/tira.md's command as written, nothing cached (as on TIRA: the image makes its index and
     embeds every passage it needs itself, in its own work folder): the checkout's run, byte for byte.
 
     On a few of the sample's topics (a run is made topic by topic: their lines of the checkout's default run are
@@ -175,7 +175,7 @@ def test_a_corrupt_input_fails_cleanly_through_tira_run(image, tmp_path):
 
     tira-run 0.0.207 does not pass the software's exit status on (its own TODO) and its tracker writes
     ``.tracking-results.yml`` even then, so the client exits 0: the failure shows in what it prints and in
-    the missing run.txt (the README says so).
+    the missing run.txt (docs/tira.md says so).
     """
     folder = corrupt_input(tmp_path)
     out = shared_folder(tmp_path / "out")

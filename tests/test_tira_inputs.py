@@ -286,7 +286,8 @@ def test_reranking_row_15_with_the_samples_index_gives_the_default_run(row15_rer
 
 
 def test_reranking_row_15_without_an_index_gives_a_valid_run(row15_rerank_input, default_tira_run, tmp_path):
-    """Only the candidates: their own BM25 statistics. Its nDCG@5 on the sample is in README (TIRA's three inputs)."""
+    """Only the candidates: their own BM25 statistics. Its nDCG@5 on the sample is in docs/tira.md (TIRA's three
+    inputs)."""
     out = tmp_path / "out"
     result = run_command([str(ROOT / "my-software.sh"), "-i", str(row15_rerank_input), "-o", str(out), "-w",
                           str(default_tira_run.workdir)])
