@@ -32,7 +32,7 @@ def installed(tmp_path_factory) -> Path:
     """The bin folder of a fresh venv into which pip installed the wheel.
 
     The wheel's dependencies are this environment's, linked into the venv rather than unpacked again (hundreds of
-    megabytes): exactly the closure of the requirements the wheel declares, and pyserini (which the README has
+    megabytes): exactly the closure of the requirements the wheel declares, and pyserini (which docs/install.md has
     installed --no-deps, for its Lucene jar). pip, with no index, must find each declared requirement satisfied, and
     a package the wheel uses without declaring it is missing from the venv.
     """
