@@ -49,7 +49,7 @@ def test_row_ndcg5_on_the_sample(pipeline, qrels, config):
 
 
 def test_rows_1_and_7_through_the_cli_with_corpus_restricted_qrels(pipeline, tmp_path):
-    """The README's command: row 1 and 7, the table with the paper's figures beside ours (in the session's work
+    """docs/table1.md's command: row 1 and 7, the table with the paper's figures beside ours (in the session's work
     folder: the indexes the rows above were run on)."""
     result = subprocess.run(
         [sys.executable, "scripts/table1.py", "--row", "1", "--row", "7", "--qrels", str(QRELS),
