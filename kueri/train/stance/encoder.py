@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if len(grid) > 1:
         parser.error("several values of --epochs, --learning-rate or --comparative-weight need --cv")
-    if args.out is None and args.base != "minilm":
+    if args.out is None and args.base != parser.get_default("base"):  # the shipped file is the default base's
         parser.error(f"--base {args.base} needs --out (the shipped {MODEL.name} is MiniLM's)")
     out = args.out or MODEL
     (epochs, learning_rate, weight), = grid
