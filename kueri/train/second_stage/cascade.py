@@ -30,7 +30,7 @@ from kueri.second_stage.features import PRF_DEPTH, TITLE_FEATURES
 from kueri.train.folds import split_topics
 from kueri.train.second_stage.cv import SPLITS, ndcg5
 from kueri.train.second_stage.data import DENSE_DEPTH, LEXICAL, LEXICAL_DEPTH, Data, sample_data
-from kueri.train.second_stage.fit import fit_offset
+from kueri.train.second_stage.fit import fit_offset, score
 
 DEPTH = DENSE_DEPTH
 MINILM = (*LEXICAL, "dense_title", "dense_prf")
@@ -62,7 +62,7 @@ def cascade_cv(data: Data, eval_topics: list[str], tops: tuple[int, int]) -> tup
     for split in range(SPLITS):
         # Per row: the deepest level it reached, and its score there.
         reached = np.where(inside, 0, -1)
-        score = np.zeros(len(data.rank))
+        scores = np.zeros(len(data.rank))
         a, b = split_topics(sorted(data.candidates, key=int), split)
         for train, test in ((a, b), (b, a)):
             held = np.isin(data.topic, test) & inside
@@ -72,14 +72,14 @@ def cascade_cv(data: Data, eval_topics: list[str], tops: tuple[int, int]) -> tup
                 if number:
                     for qid in test:
                         rows = np.flatnonzero((data.topic == qid) & (reached == number - 1))
-                        best = rows[np.lexsort((data.rank[rows], -score[rows]))][: tops[number - 1]]
+                        best = rows[np.lexsort((data.rank[rows], -scores[rows]))][: tops[number - 1]]
                         reached[best] = number
                 now = held & (reached == number)
-                score[now] = score(model, view, now)
+                scores[now] = score(model, view, now)
         run = {}
         for qid in eval_topics:
             rows = np.flatnonzero((data.topic == qid) & inside)
-            order = rows[np.lexsort((data.rank[rows], -score[rows], -reached[rows]))]
+            order = rows[np.lexsort((data.rank[rows], -scores[rows], -reached[rows]))]
             hits = data.candidates[qid].hits
             run[qid] = [Hit(hits[data.rank[r]].doc, float(len(order) - i)) for i, r in enumerate(order)]
         figures.append(ndcg5(run, data.qrels))
