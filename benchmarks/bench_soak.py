@@ -41,13 +41,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from bench_serve import Server, fresh_workdir, percentile  # benchmarks/, beside this one
 
 from kueri import resources
 from kueri.cli.script import run_script, script_parser
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_serve import Server, fresh_workdir, percentile  # noqa: E402
 
 PHRASINGS = [
     "Which is better, {a} or {b}?", "{a} vs {b}", "Is {a} better than {b}?", "Should I choose {a} or {b}?",

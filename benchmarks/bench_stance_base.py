@@ -22,9 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -33,10 +30,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each base (%(default)s)")
     args = parser.parse_args()
 
-    from train_stance_passages import MAX_TOKENS, web_items
-
     from kueri.encoders.cross import CrossEncoder, encode_pairs, pair_tokenizer
     from kueri.stance.encoders import HYPOTHESIS, SENTENCE_MODEL, masked_text
+    from kueri.train.stance.passage_data import MAX_TOKENS, web_items
 
     items = web_items("train")[: args.passages]
     texts = [masked_text(i.passage.tokens) for i in items] + [masked_text(i.passage.swapped().tokens) for i in items]

@@ -31,13 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from bench_serve import Server, ask_all, questions, summary  # benchmarks/, beside this one
 
 from kueri.cli.script import run_script, script_parser
 from kueri.runcontext import RunContext
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_serve import Server, ask_all, questions, summary  # noqa: E402
 
 RANKED = re.compile(r"ranked in ([0-9.]+) s")
 WARM_UP = "Which is better, a laptop or a desktop?"  # the question a server asks itself at start
@@ -50,8 +47,9 @@ def load() -> str:
 def make_corpus(root: Path, passages: int) -> Path:
     corpus = root / f"synthetic-{passages}.jsonl.gz"
     if not corpus.exists():
-        subprocess.run([sys.executable, str(HERE.parent / "scripts" / "make_corpus.py"), "--passages", str(passages),
-                        "--out", str(corpus)], check=True)
+        from kueri.devtools.corpus import make_corpus as synthetic
+
+        synthetic(passages, corpus)
     return corpus
 
 

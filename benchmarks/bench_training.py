@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "scripts"
 JAX_PYTHON = ROOT / ".venv" / "bin" / "python"
 TORCH_VENV = Path("/tmp/venv-torch")
 TORCH_PYTHON = TORCH_VENV / "bin" / "python"
@@ -93,22 +92,25 @@ def cpu_name() -> str:
 
 def prepare(path: Path) -> None:
     """The script's batches and initial parameters, saved to ``path`` with its hyper-parameters."""
-    sys.path.insert(0, str(SCRIPTS))
-    import train_stance_encoder as script
+    from kueri.encoders.cross import DEFAULT_MAX_TOKENS, base_weights, encode_pairs, pair_tokenizer
+    from kueri.stance.encoders import HYPOTHESIS
+    from kueri.train.data import load_compsent
+    from kueri.train.stance import encoder as script
+    from kueri.train.stance.bert_jax import WARMUP, WEIGHT_DECAY, lower_states
 
     started = time.perf_counter()
-    encoder = script.base_weights().encoder
+    encoder = base_weights().encoder
     first_layer = len(encoder.layers) - LAYERS
-    texts, labels = script.examples(script.load_compsent())
-    encoded = script.encode_inputs(script.pair_tokenizer(), texts)
-    batches = script.batches_of(script.lower_states(encoded, first_layer), labels)
+    texts, labels = script.examples(load_compsent())
+    encoded = encode_pairs(pair_tokenizer(DEFAULT_MAX_TOKENS), [(HYPOTHESIS, text) for text in texts])
+    batches = script.batches_of(lower_states(encoded, first_layer), labels)
     params = script.initial_parameters(first_layer, np.random.default_rng(script.SEED))
     arrays = {f"p/{name}": np.asarray(value, dtype=np.float32) for name, value in flatten(params)}
     for index, (x, bias, y) in enumerate(batches):
         arrays[f"x/{index}"], arrays[f"bias/{index}"], arrays[f"y/{index}"] = x, bias, y
     meta = {"heads": encoder.heads, "eps": float(encoder.eps), "batches": len(batches), "examples": len(labels),
-            "seed": script.SEED, "learning_rate": script.LEARNING_RATE, "warmup": script.WARMUP,
-            "weight_decay": script.WEIGHT_DECAY, "batch": script.BATCH, "first_layer": first_layer}
+            "seed": script.SEED, "learning_rate": script.LEARNING_RATE, "warmup": WARMUP,
+            "weight_decay": WEIGHT_DECAY, "batch": script.BATCH, "first_layer": first_layer}
     arrays["meta"] = np.array(json.dumps(meta))
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, **arrays)
@@ -180,8 +182,7 @@ def jax_child(data: Path, epochs: int, limit: int | None) -> dict:
     import jax
     import jax.numpy as jnp
 
-    sys.path.insert(0, str(SCRIPTS))
-    from train_stance_encoder import forward
+    from kueri.train.stance.bert_jax import forward
 
     meta, host, batches = read_data(data, limit)
     examples = sum(len(y) for *_, y in batches)

@@ -1,8 +1,8 @@
-"""scripts/derive_stoplists.py: the kueristop / kueristopv2 derivation, on real Lucene and shipped data."""
+"""scripts/derive_stoplists.py (kueri.train.stoplists): the kueristop / kueristopv2 derivation, on real Lucene and
+shipped data."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,13 +14,10 @@ from kueri.lucene.analyze import AnalyzerConfig, analyze, build_analyzer, read_s
 from kueri.parse import PassageReader, read_topics
 from kueri.pipeline import cached_index
 from kueri.runcontext import RunContext
+from kueri.train import stoplists as ds
 from tests.conftest import ROOT, SAMPLE_CORPUS, SAMPLE_TOPICS
 
 SCRIPT = ROOT / "scripts" / "derive_stoplists.py"
-_spec = importlib.util.spec_from_file_location("derive_stoplists", SCRIPT)
-ds = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = ds  # dataclasses look their module up while the script loads
-_spec.loader.exec_module(ds)
 
 #: The shipped kueristopv2 = kueristop minus these (notes: original-kueri.md, 4.1).
 SHIPPED_V2_REMOVED = {"course", "family", "food", "major", "milk", "online", "real", "search", "water", "windows"}

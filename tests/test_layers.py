@@ -19,6 +19,8 @@ LAYERS = {
     "pipeline": {"kueri.stages", "kueri.config", "kueri.pipeline", "kueri.workfolder", "kueri.doctor",
                  "kueri.ray_runs"},
     "face": {"kueri.cli", "kueri.__main__", "kueri.pyterrier", "kueri.serve"},
+    # the code that builds the shipped models, and the other developer commands: nothing in kueri imports them
+    "train": {"kueri.train", "kueri.devtools"},
 }
 ORDER = list(LAYERS)
 

@@ -1,26 +1,19 @@
-"""scripts/make_corpus.py: a deterministic synthetic corpus in the official format, shaped like the real one."""
+"""scripts/make_corpus.py (kueri.devtools.corpus): a deterministic synthetic corpus in the official format, shaped
+like the real one."""
 
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import math
 import re
 import statistics
-import sys
 
 import pytest
 
+from kueri.devtools import corpus as mc
 from kueri.parse import PassageReader
 from kueri.parse.passages import split_doct5query
-from tests.conftest import ROOT
-
-SCRIPT = ROOT / "scripts" / "make_corpus.py"
-_spec = importlib.util.spec_from_file_location("make_corpus", SCRIPT)
-mc = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = mc  # dataclasses look their module up while the script loads
-_spec.loader.exec_module(mc)
 
 ID = re.compile(r"^clueweb12-\d{4}(wb|tw)-\d{2}-\d{5}___[1-9]\d*$")
 WORD = re.compile(r"\w+")

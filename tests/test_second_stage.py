@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ from kueri.records import Hit, Topic
 from kueri.second_stage import DEFAULT_MODEL, FEATURES, LEXICAL_MODEL, SecondStageModel, reorder_head, second_stage
 from kueri.second_stage.features import NEURAL_FEATURES, PRF_DEPTH, TEXT_FEATURES, TopicTerms, text_features
 from kueri.second_stage.ranking import strictly_decreasing
-from tests.conftest import QRELS, ROOT
+from tests.conftest import QRELS
 
 
 @pytest.fixture(scope="module")
@@ -362,15 +361,14 @@ def test_topics_must_be_known(row15):
         second_stage(run, [], index, depth=0)
 
 
-def test_training_refuses_the_2022_judgments(monkeypatch):
-    spec = importlib.util.spec_from_file_location("train_second_stage", ROOT / "scripts" / "train_second_stage.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+def test_training_refuses_the_2022_judgments():
+    from kueri.train.judgments import EARLIER_QRELS, earlier_judgments, inherited_qrels
+
     with pytest.raises(KueriError, match="never train"):
-        module.inherited_qrels([Path(QRELS)], [])
-    qrels = module.inherited_qrels(module.EARLIER_QRELS, ["clueweb12-0001wb-05-12311___1", "x___2"])
+        inherited_qrels([Path(QRELS)], [])
+    with pytest.raises(KueriError, match="never train"):
+        earlier_judgments([Path(QRELS)])
+    qrels = inherited_qrels(EARLIER_QRELS, ["clueweb12-0001wb-05-12311___1", "x___2"])
     assert qrels == {"1": {"clueweb12-0001wb-05-12311___1": 0}}  # a passage inherits its document's grade
 
 

@@ -12,15 +12,10 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import sys
 
 import pytest
 
-from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from build_web_passages import (  # noqa: E402
+from kueri.train.web_passages import (
     LABELS,
     MAX_WORDS,
     MIN_WORDS,
@@ -33,6 +28,7 @@ from build_web_passages import (  # noqa: E402
     shingles,
     topic_pairs,
 )
+from tests.conftest import ROOT
 
 SET = ROOT / "kueri" / "resources" / "training" / "web-passages"
 #: The frozen parts' SHA-256, each recorded when it was made: the frozen fifth before any model was trained on the

@@ -43,7 +43,7 @@ from kueri.lucene.index import (
     open_shards,
     read_manifest,
 )
-from kueri.lucene.jvm import detach_thread, java_hashmap_order, java_status, lucene_status
+from kueri.lucene.jvm import compile_java_helper, detach_thread, java_hashmap_order, java_status, lucene_status
 from kueri.lucene.search import DEFAULT_FIELDS, FILTER_MODES, PassageScorer, Searcher, Similarity
 from kueri.lucene.shards import build_shard, merge_indexes
 from kueri.lucene.writer import IndexStats
@@ -52,8 +52,8 @@ __all__ = [
     "BASELINE_ANALYZER", "CONTENTS_FIELD", "DEFAULT_FIELDS", "DOCT5QUERY_FIELD", "FILTER_MODES", "ID_FIELD",
     "MAIN_ANALYZER", "MANIFEST", "SEARCH_FIELDS", "AnalyzerConfig", "FeedbackConfig", "FieldStatistics",
     "IndexStats", "LuceneIndex", "PassageScorer", "Searcher", "Similarity", "TermStatistics", "build_index",
-    "build_shard", "check_index", "detach_thread", "feedback_run", "java_hashmap_order", "java_status",
-    "known_stoplists",
+    "build_shard", "check_index", "compile_java_helper", "detach_thread", "feedback_run", "java_hashmap_order",
+    "java_status", "known_stoplists",
     "lucene_status", "merge_indexes",
     "open_shards", "read_judgments", "read_manifest", "read_stoplist", "stoplist_name", "stoplist_path", "tokenize",
 ]

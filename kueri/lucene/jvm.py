@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kueri.errors import BrokenCache, EnvironmentProblem, KueriError, SetupError
-from kueri.lucene.javahelper import shipped_classes
+from kueri.lucene.javahelper import CLASS_DIR, compile_classes, shipped_classes
 
 log = logging.getLogger(__name__)
 
@@ -430,3 +430,12 @@ def java_error_message(exc: BaseException) -> str:
     if classname:
         return f"{classname}: {inner}" if inner else str(classname)
     return str(exc)
+
+
+def compile_java_helper() -> Path:
+    """Compile kueri's Java helper into the classes the package ships (:data:`kueri.lucene.javahelper.CLASS_DIR`),
+    with the JDK and the Lucene jar kueri finds: what ``scripts/compile_java_helper.py`` runs."""
+    java_home = find_java_home()
+    check_java(java_home)
+    compile_classes(find_jar(), java_home)
+    return CLASS_DIR

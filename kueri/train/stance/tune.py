@@ -1,0 +1,356 @@
+"""Fine-tune the passage stance model's top encoder layer with its head on whole passages (docs/stance.md).
+
+    .venv/bin/pip install -e '.[train]'
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv       # grouped CV on the web-passage set
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv-answers   # ... and on the stance answers
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR write    # kueri/resources/models/stance-v4.npz
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR --assignments 3 cv cv-answers
+
+The defaults are stance-v4's recipe (``--votes``, ``--with-part second-train``); ``--no-votes`` and ``--with-part``
+with no part give the candidates it was judged beside.
+
+``scripts/train_stance_passages.py`` fits only a linear head on the stance encoder's first-token state: the encoder
+itself learnt from single CompSent-19 sentences. Here its top layer learns too, on the same training data (the
+web-passage set's training part, the stance answers, CompSent-19's training half; both orders of the objects, labels
+exchanged), starting from that script's head fitted on the same data. The layers below are left as they are, so
+their output is computed once per text (kueri's own graph) and kept in ``--cache``; since the head reads only the
+first token, the top layer is computed for that token alone (its attention still reads every token), a sixth of a
+whole layer's work. JAX on the CPU, seeded.
+
+``cv``: the web-passage set's five folds by domain (the other script's fold assignments, ``--assignments`` of them),
+each fold's model trained on the other four plus the answers and CompSent-19, beside the head alone on the same folds
+(paired). ``write``: the model fitted on everything, as a passage-encoder file whose top layer replaces the stance
+encoder's (int8 blocks, as every cross-encoder file holds its layers); measure it on a frozen part with
+``train_stance_passages.py frozen --model stance-v3 FILE``. ``--votes``: the head also reads the sentence encoder's
+votes on the passage's sentences naming both objects (``train_stance_passages.py --votes``); the file says so and
+kueri computes them when it labels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kueri import resources
+from kueri.cli.script import script_parser
+from kueri.encoders.bert_graph import FloatLinear, Int8Linear
+from kueri.encoders.cross import TunedWeights, base_weights, encode_pairs, pair_tokenizer
+from kueri.records import STANCES as LABELS
+from kueri.stance.encoders import HYPOTHESIS, SENTENCE_MODEL, masked_text
+from kueri.stance.features import in_training_half
+from kueri.train.folds import FOLDS, group_folds
+from kueri.train.reports import confusion, f1_report, indented, summarise
+from kueri.train.stance.bert_jax import (
+    PARTS,
+    adamw_step,
+    bert_layer,
+    layer_norm,
+    layer_parameters,
+    layers_of,
+    length_order,
+    lower_states,
+    padded,
+)
+from kueri.train.stance.heads import SOURCE_WEIGHTS, SWAP, C, Head, class_mix, decide, fit_head, symmetric_probabilities
+from kueri.train.stance.passage_data import (
+    EXTRA_TRAINING_PARTS,
+    MAX_TOKENS,
+    Data,
+    Item,
+    States,
+    answer_items,
+    compsent_items,
+    load,
+    web_items,
+    with_votes,
+)
+from kueri.train.stance.passages import write
+
+SEED = 20222
+BATCH = 32
+#: Settings of the top layer's training (chosen by ``cv``; docs/stance.md).
+EPOCHS = 2
+LEARNING_RATE = 3e-5
+REBUILD = "`python scripts/train_stance_encoder.py`"
+
+
+@dataclass
+class Lower:
+    """The hidden states of every token below the top layer, for both orders of the objects of each item."""
+
+    forward: list[np.ndarray]
+    backward: list[np.ndarray]
+
+    def take(self, indices: Sequence[int]) -> Lower:
+        return Lower([self.forward[i] for i in indices], [self.backward[i] for i in indices])
+
+    def __add__(self, other: Lower) -> Lower:
+        return Lower([*self.forward, *other.forward], [*self.backward, *other.backward])
+
+
+def lower_of(cache: Path, name: str, items: Sequence[Item], encoder: TunedWeights) -> Lower:
+    """The stance encoder's states below its top layer, kept in ``cache`` (float16: a gigabyte for all sources)."""
+    texts = [masked_text(item.passage.tokens) for item in items]
+    swapped = [masked_text(item.passage.swapped().tokens) for item in items]
+    digest = hashlib.sha1("\0".join([SENTENCE_MODEL.name, *texts]).encode()).hexdigest()[:16]
+    path = cache / f"{name}-lower-{MAX_TOKENS}-{digest}.npz"
+    if not path.exists():
+        started = time.perf_counter()
+        encoded = encode_pairs(pair_tokenizer(MAX_TOKENS), [(HYPOTHESIS, t) for t in [*texts, *swapped]])
+        layers = layers_of(encoder)
+        states = lower_states(encoded, len(layers) - 1, layers)
+        lengths = np.array([len(s) for s in states])
+        np.savez(path.with_suffix(".part.npz"), states=np.concatenate(states).astype(np.float16), lengths=lengths)
+        os.replace(path.with_suffix(".part.npz"), path)
+        print(f"  {name}: lower states of {len(texts)} texts x 2 in {time.perf_counter() - started:.0f} s", flush=True)
+    saved = np.load(path)
+    parts = np.split(saved["states"], np.cumsum(saved["lengths"])[:-1])
+    return Lower(parts[: len(items)], parts[len(items):])
+
+
+def top_first_token(params: dict, x, bias, extra, heads: int, eps: float):
+    """Logits from the top layer computed for the first token only (the same arithmetic as a whole layer's
+    first row: its query is the first token's, its keys and values every token's) and the head, which reads that
+    token's state and ``extra`` (the sentence votes, or nothing: width 0)."""
+    import jax
+    import jax.numpy as jnp
+
+    p = params["layer"]
+    batch, tokens, hidden = x.shape
+    size = hidden // heads
+
+    def split(y, length):
+        return y.reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
+
+    q = split(x[:, :1] @ p["q"]["w"] + p["q"]["b"], 1)
+    k, v = (split(x @ p[n]["w"] + p[n]["b"], tokens) for n in "kv")
+    scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + bias
+    context = (jax.nn.softmax(scores, axis=-1) @ v).transpose(0, 2, 1, 3).reshape(batch, hidden)
+    first = layer_norm(x[:, 0] + context @ p["ao"]["w"] + p["ao"]["b"], p["aln"], eps)
+    middle = jax.nn.gelu(first @ p["fi"]["w"] + p["fi"]["b"], approximate=False)
+    first = layer_norm(first + middle @ p["fo"]["w"] + p["fo"]["b"], p["oln"], eps)
+    return jnp.concatenate([first, extra], axis=-1) @ params["head"]["w"] + params["head"]["b"]
+
+
+def batches_of(states: Sequence[np.ndarray], extras: np.ndarray, labels: np.ndarray, weights: np.ndarray,
+               size: int = BATCH) -> list[tuple[np.ndarray, ...]]:
+    """Inputs of similar length together, padded to a multiple of 16 (few shapes to compile)."""
+    order = length_order(states)
+    out = []
+    for start in range(0, len(order), size):
+        chosen = order[start:start + size]
+        x, bias = padded(states, chosen, 16)
+        out.append((np.array(chosen), x, bias, extras[chosen].astype(np.float32), labels[chosen], weights[chosen]))
+    return out
+
+
+class TopLayer:
+    """The stance encoder's top layer and a passage head, trained together (see the module)."""
+
+    def __init__(self, encoder: TunedWeights, head: Head) -> None:
+        import jax.numpy as jnp
+
+        self.encoder = encoder
+        top = layer_parameters(layers_of(encoder)[-1])
+        self.params = {"layer": {k: {n: jnp.asarray(a) for n, a in v.items()} for k, v in top.items()},
+                       "head": {"w": jnp.asarray(head.weight, dtype=jnp.float32),
+                                "b": jnp.asarray(head.bias, dtype=jnp.float32)}}
+        self.train_priors = head.train_priors
+        base = base_weights().encoder
+        self.heads, self.eps = base.heads, base.eps
+
+    def fit(self, source: Source, epochs: int, learning_rate: float, log: bool = True) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        lower, items = source.lower, source.data.items
+        y = np.array([LABELS.index(i.label) for i in items] + [SWAP[LABELS.index(i.label)] for i in items],
+                     dtype=np.int32)
+        w = np.array([SOURCE_WEIGHTS[i.source] for i in items] * 2, dtype=np.float32)
+        batches = batches_of([*lower.forward, *lower.backward], source.extras(), y, w)
+        heads, eps = self.heads, self.eps
+
+        def loss(p, x, bias, extra, labels, weights):
+            logits = top_first_token(p, x, bias, extra, heads, eps)
+            picked = jax.nn.log_softmax(logits)[jnp.arange(len(labels)), labels]
+            return -jnp.sum(weights * picked) / jnp.sum(weights)
+
+        step = adamw_step(loss, epochs * len(batches), learning_rate)
+        params = self.params
+        m = jax.tree_util.tree_map(jnp.zeros_like, params)
+        v = jax.tree_util.tree_map(jnp.zeros_like, params)
+        t = 0
+        for epoch in range(epochs):
+            started, total = time.perf_counter(), 0.0
+            for index in np.random.default_rng(SEED + epoch).permutation(len(batches)):
+                _, x, bias, extra, labels, weights = batches[index]
+                t += 1
+                params, m, v, value = step(params, m, v, jnp.float32(t), x, bias, extra, labels, weights)
+                total += float(value) * float(weights.sum())
+            if log:
+                print(f"    epoch {epoch + 1}/{epochs}: loss {total / w.sum():.4f}, "
+                      f"{time.perf_counter() - started:.0f} s", flush=True)
+        self.params = params
+
+    def shipped(self) -> dict:
+        """The parameters as the file holds them: the layer's linear weights rounded to int8 blocks."""
+        import jax.numpy as jnp
+
+        layer = dict(self.params["layer"])
+        for part in PARTS:
+            rounded = Int8Linear.quantise(np.asarray(layer[part]["w"]), np.asarray(layer[part]["b"]))
+            layer[part] = {"w": jnp.asarray(rounded.weight()), "b": layer[part]["b"]}
+        return {"layer": layer, "head": self.params["head"]}
+
+    def probabilities(self, source: Source) -> np.ndarray:
+        """P(FIRST, SECOND, NEUTRAL, NO) as the shipped file computes them (:meth:`shipped`), both orders averaged
+        (FIRST and SECOND exchanged back)."""
+        import jax
+
+        count = len(source.lower.forward)
+        states = [*source.lower.forward, *source.lower.backward]
+        logits = np.zeros((len(states), len(LABELS)))
+        predict = jax.jit(lambda p, x, bias, extra: top_first_token(p, x, bias, extra, self.heads, self.eps))
+        params = self.shipped()
+        for chosen, x, bias, extra, *_ in batches_of(states, source.extras(), np.zeros(len(states), np.int32),
+                                                     np.zeros(len(states), np.float32), 64):
+            logits[chosen] = np.asarray(predict(params, x, bias, extra), dtype=np.float64)
+        return symmetric_probabilities(logits[:count], logits[count:])
+
+    def tuned(self, meta: dict[str, object]) -> TunedWeights:
+        """The stance encoder with this top layer, and this head."""
+        top = bert_layer({k: {n: np.asarray(a, dtype=np.float32) for n, a in v.items()}
+                          for k, v in self.params["layer"].items()})
+        head = FloatLinear(np.asarray(self.params["head"]["w"]), np.asarray(self.params["head"]["b"]))
+        return TunedWeights(meta, (*self.encoder.layers[:-1], top), head)
+
+
+@dataclass
+class Source:
+    data: Data  # the items and their full encoder's first-token states (the head's start)
+    lower: Lower
+
+    def take(self, indices: Sequence[int]) -> Source:
+        return Source(self.data.take(indices), self.lower.take(indices))
+
+    def __add__(self, other: Source) -> Source:
+        return Source(self.data + other.data, self.lower + other.lower)
+
+    def extras(self) -> np.ndarray:
+        """What the head reads beside the top layer's first token, both orders stacked: the columns of the data's
+        states past the encoder's width (the sentence votes with ``--votes``; none without)."""
+        hidden = self.lower.forward[0].shape[1]
+        return np.vstack([self.data.forward[:, hidden:], self.data.backward[:, hidden:]])
+
+
+def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: float) -> TopLayer:
+    model = TopLayer(encoder, fit_head(source.data, C))
+    model.fit(source, epochs, learning_rate)
+    return model
+
+
+def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to: np.ndarray, epochs: int,
+                   learning_rate: float, assignments: int, measured: Sequence[bool] | None = None) -> None:
+    """Grouped 5-fold CV over ``target`` (the fold assignments of ``train_stance_passages.py``), each fold's model
+    trained on the other folds plus ``rest``, beside stance-v3's recipe (a head on the encoder's state alone) and,
+    with the votes, the head on state and votes, on the same folds (paired); figures on the ``measured`` items
+    (default all), mean and spread over the assignments."""
+    items = target.data.items
+    hidden = target.lower.forward[0].shape[1]
+    keep = [i for i in range(len(items)) if measured is None or measured[i]]
+    gold = [items[i].label for i in keep]
+    names = ["head on the state alone (stance-v3's recipe)",
+             *(["head on the state and the votes"] if target.data.forward.shape[1] > hidden else []),
+             f"top layer + head, {epochs} ep, lr {learning_rate}"]
+    reports: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    pooled: list[str] = []
+    for assignment in range(assignments):
+        labels = {name: [""] * len(items) for name in names}
+        fold = group_folds([item.group for item in items], assignment)
+        for k in range(FOLDS):
+            held = [i for i in range(len(items)) if fold[i] == k]
+            kept = target.take([i for i in range(len(items)) if fold[i] != k]) + rest
+            part = target.take(held)
+            started = time.perf_counter()
+            head = fit_head(kept.data, C)
+            state_only = head if len(names) == 2 else fit_head(
+                Data(kept.data.items, kept.data.forward[:, :hidden], kept.data.backward[:, :hidden]), C)
+            model = TopLayer(encoder, head)
+            model.fit(kept, epochs, learning_rate, log=False)
+            probabilities = [state_only.probabilities(part.data.forward[:, :hidden], part.data.backward[:, :hidden]),
+                             *([head.probabilities(part.data.forward, part.data.backward)] if len(names) == 3 else []),
+                             model.probabilities(part)]
+            for name, p in zip(names, probabilities, strict=True):
+                for i, label in zip(held, decide(p, part.data.items, head.train_priors, shift_to), strict=True):
+                    labels[name][i] = label
+            print(f"  assignment {assignment}, fold {k + 1}/{FOLDS}: {len(held)} held out, "
+                  f"{time.perf_counter() - started:.0f} s", flush=True)
+        for name in names:
+            reports[name].append(f1_report(gold, [labels[name][i] for i in keep], LABELS))
+        print(f"  assignment {assignment}: " + ", ".join(f"{reports[n][-1]['macro']:.3f}" for n in names), flush=True)
+        pooled += [labels[names[-1]][i] for i in keep]
+    for name in names:
+        print(summarise(name, reports[name]))
+    gains = [b["macro"] - a["macro"] for a, b in zip(reports[names[0]], reports[names[-1]], strict=True)]
+    print(f"  top layer + head minus stance-v3's recipe, paired per assignment: {np.mean(gains):+.3f} "
+          f"+- {np.std(gains):.3f} ({', '.join(f'{g:+.3f}' for g in gains)})")
+    print(indented(confusion(gold * assignments, pooled)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = script_parser(__doc__, quiet=False)
+    parser.add_argument("--cache", type=Path, required=True, help="folder for the encoder's states (outside the repo)")
+    parser.add_argument("--epochs", type=int, default=EPOCHS, help="passes over the data (%(default)s)")
+    parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE, help="peak (%(default)s)")
+    parser.add_argument("--out", type=Path, default=resources.path("models", "stance-v4.npz"),
+                        help="the model file to write (%(default)s)")
+    parser.add_argument("--assignments", type=int, default=1, help="cv: fold assignments (%(default)s)")
+    parser.add_argument("--votes", action=argparse.BooleanOptionalAction, default=True,
+                        help="the head reads the sentence encoder's votes too (train_stance_passages.py --votes; "
+                        "default: yes)")
+    parser.add_argument("--with-part", nargs="*", default=list(EXTRA_TRAINING_PARTS), choices=EXTRA_TRAINING_PARTS,
+                        help="training parts of the set beside train.jsonl (default: %(default)s; none given: "
+                        "train.jsonl alone; cv measures on train.jsonl's passages)")
+    parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    encoder = TunedWeights.load(SENTENCE_MODEL, REBUILD)
+    states = States(args.cache)
+    sources = {}
+    for name, items in (("web-train", web_items("train")), *((f"web-{p}", web_items(p)) for p in args.with_part),
+                        ("answers", answer_items()), ("compsent-train", compsent_items(True))):
+        data = load(states, name, items)
+        sources[name] = Source(with_votes(data, args.cache) if args.votes else data,
+                               lower_of(args.cache, name, items, encoder))
+    web = sources["web-train"]
+    count = len(web.data.items)  # a CV measures on train.jsonl's passages (its figures stay comparable)
+    for part in args.with_part:
+        web = web + sources[f"web-{part}"]
+    measured = [i < count for i in range(len(web.data.items))] if args.with_part else None
+    rest = sources["answers"] + sources["compsent-train"]
+    shift_to = class_mix(web.data.items)
+    if "cv" in args.what:
+        print(f"== web-passage set: {FOLDS} folds by domain ==")
+        cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate, args.assignments, measured)
+    if "cv-answers" in args.what:
+        print(f"== stance answers: {FOLDS} folds by question, measured on the held-out half of stance-v1's split ==")
+        answers = sources["answers"]
+        cross_validate(answers, web + sources["compsent-train"], encoder, shift_to, args.epochs, args.learning_rate,
+                       args.assignments, [not in_training_half(item.group) for item in answers.data.items])
+    if "write" in args.what:
+        model = trained(web + rest, encoder, args.epochs, args.learning_rate)
+        head = Head(np.zeros((1, 1)), np.zeros(1), model.train_priors)
+        tuned = model.tuned(dict(encoder.meta))
+        # The top layer's own settings apart from the sentence encoder's (its header's "epochs", "learning_rate").
+        write(head, shift_to, args.out, tuned, {"tuned_layers": 1, "votes": args.votes, "top_layer": {
+            "epochs": args.epochs, "learning_rate": args.learning_rate, "seed": SEED}}, args.with_part)
+    print(f"done in {time.perf_counter() - started:.0f} s")
+    return 0
+
