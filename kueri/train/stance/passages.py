@@ -187,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.what == "bow":
         print(summarise("bag of words, web-passage set", bag_of_words(web_items("train", args.web), args.assignments)))
+        for part in args.with_part:  # each training part on its own, its folds by domain as the set's
+            print(summarise(f"bag of words, {part}", bag_of_words(web_items(part, args.web), args.assignments)))
         print(summarise("bag of words, stance answers", bag_of_words(answer_items(), 3)))
         return 0
     if args.encoder != SENTENCE_MODEL and args.what != "cv":
