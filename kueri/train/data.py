@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from kueri import resources
@@ -15,6 +16,8 @@ from kueri.stance.features import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mark
 TRAINING = resources.path("training")
 COMPSENT = TRAINING / "compsent19-train.csv"
 STANCE_TRAIN = TRAINING / "touche2022-stance-train.tsv"
+#: Comparative sentences the team wrote (one object's drawback or merit in comparative form), labelled by another hand.
+DRAWBACK_SENTENCES = TRAINING / "drawback-sentences.jsonl"
 #: The web-passage stance set (its README says how it was written and labelled).
 WEB = resources.path("training", "web-passages")
 STANCE_CODES = {"2": "FIRST", "3": "SECOND", "1": "NEUTRAL", "0": "NO"}
@@ -37,6 +40,19 @@ def load_compsent() -> list[tuple[str, list[str], str]]:
     return rows
 
 
+def load_drawback_sentences() -> list[tuple[str, list[str], str]]:
+    """(pair key, masked sentence tokens, gold label) of the written drawback and merit sentences, CompSent-19's
+    form; the key is the unordered, lower-cased object pair, so a split by key keeps a pair's sentences together."""
+    rows = []
+    with open(DRAWBACK_SENTENCES, encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            matcher = ObjectMatcher(row["object_a"], row["object_b"])
+            key = "\t".join(sorted((row["object_a"].lower(), row["object_b"].lower())))
+            rows.append((key, matcher.mask(tokens(row["sentence"])), row["label"]))
+    return rows
+
+
 def stance_train_rows() -> list[dict[str, str]]:
     """The usable rows of the stance training set: 511 hold a numeric id in place of the answer text, dropped."""
     with open(STANCE_TRAIN, encoding="utf-8", newline="") as handle:
@@ -44,19 +60,22 @@ def stance_train_rows() -> list[dict[str, str]]:
                 if not row["answer"].strip().isdigit()]
 
 
-def load_stance_train() -> list[tuple[str, MaskedPassage, str]]:
+def load_stance_train(surround: Callable[[str, str, str], str] | None = None) -> list[tuple[str, MaskedPassage, str]]:
     """(question id, masked answer, label) of the usable stance-train rows; OBJ1 = object_1.
 
     Objects are masked where the annotators marked them (mask_pos_1/2, paraphrases included) and where
-    kueri's matcher finds them, so training sees the contexts prediction sees and more.
+    kueri's matcher finds them, so training sees the contexts prediction sees and more. ``surround(text, object_1,
+    object_2)``: each answer set inside page surroundings first (:mod:`kueri.train.stance.surroundings`).
     """
     rows = []
     for row in stance_train_rows():
         spans = [(s, e, OBJ1) for s, e in json.loads(row["mask_pos_1"] or "[]")]
         spans += [(s, e, OBJ2) for s, e in json.loads(row["mask_pos_2"] or "[]")]
         matcher = ObjectMatcher(row["object_1"], row["object_2"])
-        masked = mask_passage(mark_spans(row["answer"], spans), matcher)
-        rows.append((row["id"], masked, STANCE_CODES[row["answer_stance"]]))
+        text = mark_spans(row["answer"], spans)
+        if surround is not None:
+            text = surround(text, row["object_1"], row["object_2"])
+        rows.append((row["id"], mask_passage(text, matcher), STANCE_CODES[row["answer_stance"]]))
     return rows
 
 

@@ -52,7 +52,7 @@ from kueri.stance.encoders import SENTENCE_LABELS as LABELS
 from kueri.stance.encoders import SENTENCE_MODEL as MODEL
 from kueri.stance.features import in_training_half, swap_tokens
 from kueri.stance.model import StanceModel
-from kueri.train.data import COMPSENT, SWAP_LABEL, compsent_rows, load_compsent
+from kueri.train.data import COMPSENT, SWAP_LABEL, compsent_rows, load_compsent, load_drawback_sentences
 from kueri.train.folds import pair_fold
 from kueri.train.reports import f1_report
 from kueri.train.stance.bert_jax import (
@@ -163,25 +163,33 @@ def report_on(rows: list[tuple[str, list[str], str]], probabilities: np.ndarray)
 
 
 def train_and_measure(layers: int, epochs: int, learning_rate: float, comparative_weight: float,
-                      out: Path, base: str = "minilm") -> dict[str, float]:
-    """Fit on CompSent-19's training half, write ``out``, and report it and the TF-IDF sentence model (fitted on
-    the same half) on the other half: the written file is the model measured."""
+                      out: Path, base: str = "minilm", drawbacks: bool = False) -> dict[str, float]:
+    """Fit on CompSent-19's training half (and with ``drawbacks`` the written drawback sentences' training half),
+    write ``out``, and report it and the TF-IDF sentence model (fitted on the same half) on the other half: the
+    written file is the model measured. The written sentences' held-out half is reported too, beside the shipped
+    encoder's figures on it."""
     rows = load_compsent()
     fit = [r for r in rows if in_training_half(r[0])]
-    test = [r for r in rows if not in_training_half(r[0])]
-    texts, labels = examples(fit)
+    tests = {"CompSent-19": [r for r in rows if not in_training_half(r[0])]}
+    written = load_drawback_sentences()
+    tests["drawback sentences"] = [r for r in written if not in_training_half(r[0])]
+    texts, labels = examples(fit + ([r for r in written if in_training_half(r[0])] if drawbacks else []))
     tuned = train(texts, labels, layers, epochs, learning_rate, comparative_weight, base=base)
     tuned.save(out)
     sentence = fit_sentence_model(fit)
     holder = StanceModel(placeholder_meta([0.25] * 4), sentence, _empty_passage_model())  # its sentence model only
     reports = {}
-    for name, probabilities in (
-            ("stance encoder", SentenceEncoder(out).probabilities([t for _, t, _ in test])),
-            ("TF-IDF sentence model", np.array([holder.sentence_probabilities(t) for _, t, _ in test]))):
-        reports[name] = report_on(test, probabilities)
-        per_class = " ".join(f"{label} {reports[name][label]:.4f}" for label in LABELS)
-        print(f"{name}: held-out macro-F1 {reports[name]['macro']:.4f} ({per_class}) on {len(test)} sentences")
-    return reports["stance encoder"]
+    for data, test in tests.items():
+        models = [("stance encoder", SentenceEncoder(out)), *([("shipped stance encoder", SentenceEncoder(MODEL))]
+                                                               if out != MODEL else [])]
+        for name, probabilities in (
+                *((name, encoder.probabilities([t for _, t, _ in test])) for name, encoder in models),
+                ("TF-IDF sentence model", np.array([holder.sentence_probabilities(t) for _, t, _ in test]))):
+            reports[data, name] = report_on(test, probabilities)
+            per_class = " ".join(f"{label} {reports[data, name][label]:.4f}" for label in LABELS)
+            print(f"{name}: held-out {data} macro-F1 {reports[data, name]['macro']:.4f} ({per_class}) on "
+                  f"{len(test)} sentences")
+    return reports["CompSent-19", "stance encoder"]
 
 
 def pair_folds(folds: int) -> dict[str, int]:
@@ -250,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cv", type=int, metavar="K", help="cross-validate the settings given in K folds of the "
                         "training half's object pairs, writing nothing but --results")
     parser.add_argument("--results", type=Path, help="with --cv: the JSON lines file of each setting and fold")
+    parser.add_argument("--with-drawbacks", action="store_true", help="train on the written drawback and merit "
+                        "sentences' training half too (kueri/resources/training/drawback-sentences.jsonl)")
     args = parser.parse_args(argv)
     layers = args.layers or len(base_weights(args.base).encoder.layers)  # all of them
     grid = list(itertools.product(args.epochs, args.learning_rate, args.comparative_weight))
@@ -266,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--base {args.base} needs --out (the shipped {MODEL.name} is MiniLM's)")
     out = args.out or MODEL
     (epochs, learning_rate, weight), = grid
-    train_and_measure(layers, epochs, learning_rate, weight, out, args.base)
+    train_and_measure(layers, epochs, learning_rate, weight, out, args.base, args.with_drawbacks)
     print(f"wrote {out}: sha256 {sha256(out)} ({out.stat().st_size / 1e6:.1f} MB)")
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0

@@ -21,6 +21,13 @@ C = 0.1
 SWAP = [1, 0, 2, 3]
 #: How much each source's examples count in the head's loss (CompSent-19's short sentences are many).
 SOURCE_WEIGHTS = {"web": 1.0, "answers": 1.0, "compsent": 0.5}
+#: The same for the answers and CompSent-19's sentences set inside page surroundings (``--composed``).
+COMPOSED_WEIGHTS = {"composed-answers": 1.0, "composed-compsent": 0.5}
+
+
+def weight_of(source: str) -> float:
+    """How much an example of ``source`` counts in a loss."""
+    return SOURCE_WEIGHTS[source] if source in SOURCE_WEIGHTS else COMPOSED_WEIGHTS[source]
 C_GRID = (0.03, 0.1, 0.3, 1.0)
 
 
@@ -55,7 +62,7 @@ def fit_head(data: Data, c: float) -> Head:
     x = np.vstack([data.forward, data.backward]).astype(np.float64)
     labels = [item.label for item in data.items]
     y = np.array([LABELS.index(label) for label in labels] + [SWAP[LABELS.index(label)] for label in labels])
-    weights = np.array([SOURCE_WEIGHTS[item.source] for item in data.items] * 2)
+    weights = np.array([weight_of(item.source) for item in data.items] * 2)
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     classifier = LogisticRegression(C=c, max_iter=1000)

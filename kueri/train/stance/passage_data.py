@@ -6,6 +6,7 @@ folder (``--cache``): the heads of every fold and fold assignment are fitted on 
 from __future__ import annotations
 
 import hashlib
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,10 +18,16 @@ from kueri.encoders.cross import CrossEncoder, pair_tokenizer
 from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage
 from kueri.stance.encoders import HYPOTHESIS, SENTENCE_MODEL, masked_text
 from kueri.stance.features import in_training_half
-from kueri.train.data import WEB, load_compsent, load_stance_train, web_rows
+from kueri.train.data import WEB, compsent_rows, load_compsent, load_stance_train, web_rows
+from kueri.train.stance.surroundings import SEED, Surroundings
 
-#: Training parts of the web set beside ``train.jsonl``, read with ``--with-part`` (stance-v3 read train.jsonl alone).
-EXTRA_TRAINING_PARTS = ("second-train",)
+#: Training parts of the web set beside ``train.jsonl``, read with ``--with-part`` (stance-v3 read train.jsonl alone;
+#: the third is shaped like crawled passages: longer, mostly page furniture around an argument or around nothing).
+EXTRA_TRAINING_PARTS = ("second-train", "third-train")
+#: The frozen parts, each read only to judge an adoption (the web-passage set's README says which were read when).
+FROZEN_PARTS = ("frozen", "second-frozen", "third-frozen")
+#: CompSent-19's training sentences set inside page surroundings (``--composed``): a share, for the states' cost.
+COMPOSED_SENTENCES = 1200
 #: Word pieces of one input, hypothesis included: most web passages of 40-250 words fit.
 MAX_TOKENS = 256
 COMPSENT_LABELS = {"BETTER": "FIRST", "WORSE": "SECOND", "NONE": "NO"}
@@ -34,6 +41,7 @@ class Item:
     passage: MaskedPassage
     label: str
     pair: str = ""  # the web set's object pair (the frozen parts' bootstrap draws pairs)
+    origin: str = ""  # a composed passage's real text's group: a fold holding that group out drops this item too
 
 
 def web_items(split: str, folder: Path = WEB) -> list[Item]:
@@ -55,6 +63,28 @@ def answer_items() -> list[Item]:
 def compsent_items(training_half: bool) -> list[Item]:
     return [Item(f"compsent:{sid}", sid, "compsent", MaskedPassage([tokens]), COMPSENT_LABELS[label])
             for sid, tokens, label in load_compsent() if in_training_half(sid) == training_half]
+
+
+def composed_items(surroundings: Surroundings | None = None) -> list[Item]:
+    """The stance answers (each once) and :data:`COMPSENT_LABELS` of CompSent-19's training sentences (a seeded
+    draw of :data:`COMPOSED_SENTENCES`) set inside page surroundings, their labels kept. A composed answer's origin
+    is its question, so a cross-validation over the answers never trains on a held-out answer in surroundings."""
+    surroundings = surroundings or Surroundings()
+    items = [Item(f"composed-answer:{i}", qid, "composed-answers", passage, label, origin=qid)
+             for i, (qid, passage, label) in enumerate(load_stance_train(surroundings.compose))]
+    rows = [row for row in compsent_rows() if in_training_half(row["id"])]
+    for row in sorted(random.Random(SEED).sample(rows, min(COMPOSED_SENTENCES, len(rows))), key=lambda r: r["id"]):
+        text = surroundings.compose(row["sentence"], row["object_a"], row["object_b"])
+        passage = mask_passage(text, ObjectMatcher(row["object_a"], row["object_b"]))
+        items.append(Item(f"composed-compsent:{row['id']}", row["id"], "composed-compsent", passage,
+                          COMPSENT_LABELS[row["most_frequent_label"]]))
+    return items
+
+
+def outside(items: Sequence[Item], held: set[str]) -> list[int]:
+    """The indices of ``items`` a fold holding out the groups ``held`` may train on: those composed from none of
+    them."""
+    return [i for i, item in enumerate(items) if not item.origin or item.origin not in held]
 
 
 class States:

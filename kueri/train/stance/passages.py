@@ -44,6 +44,7 @@ from kueri.train.folds import FOLDS, group_folds
 from kueri.train.reports import confusion, f1_report, indented, paired_bootstrap, summarise
 from kueri.train.stance.heads import (
     C_GRID,
+    COMPOSED_WEIGHTS,
     SOURCE_WEIGHTS,
     C,
     Head,
@@ -55,16 +56,20 @@ from kueri.train.stance.heads import (
 )
 from kueri.train.stance.passage_data import (
     EXTRA_TRAINING_PARTS,
+    FROZEN_PARTS,
     MAX_TOKENS,
     Data,
     States,
     answer_items,
+    composed_items,
     compsent_items,
     load,
+    outside,
     training_part,
     web_items,
     with_votes,
 )
+from kueri.train.stance.surroundings import SNIPPETS
 
 MODEL = resources.path("models", "stance-v3.npz")
 #: The passage model labels a topic's top hits; stance-v1 the rest (the default run's cost: docs/stance.md).
@@ -93,7 +98,8 @@ def cross_validate(target: Data, rest: Data, shift_to: np.ndarray, assignments: 
                 held = [i for i in range(len(target.items)) if fold[i] == k]
                 kept = [i for i in range(len(target.items)) if fold[i] != k and seen[i]]
                 part = target.take(held)
-                head = fit_head(target.take(kept) + rest, c)
+                trained_on = target.take(kept) + rest.take(outside(rest.items, {target.items[i].group for i in held}))
+                head = fit_head(trained_on, c)
                 labels = decide(head.probabilities(part.forward, part.backward), part.items, head.train_priors,
                                 shift_to)
                 for i, label in zip(held, labels, strict=True):
@@ -134,19 +140,22 @@ def report_frozen(head: Head, frozen: Data, shift_to: np.ndarray, models: Sequen
 
 
 def write(head: Head, shift_to: np.ndarray, out: Path, encoder: TunedWeights | None = None,
-          settings: dict[str, object] | None = None, parts: Sequence[str] = ()) -> None:
+          settings: dict[str, object] | None = None, parts: Sequence[str] = (), composed: bool = False) -> None:
     """The shipped file: the sentence encoder's layers (or ``encoder``'s, with its head) with the passage head, and
-    the decision, in one header (with the digests of the training files: ``train.jsonl`` and the ``parts``)."""
+    the decision, in one header (with the digests of the training files: ``train.jsonl``, the ``parts`` and, when
+    ``composed``, the surroundings)."""
     tuned = encoder
     encoder = encoder or TunedWeights.load(SENTENCE_MODEL, "`python scripts/train_stance_encoder.py`")
     training = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in (
         *((f"web-passages/{part}.jsonl", WEB / f"{part}.jsonl") for part in ("train", *parts)),
         ("touche2022-stance-train.tsv", resources.path("training", "touche2022-stance-train.tsv")),
-        ("compsent19-train.csv", resources.path("training", "compsent19-train.csv")))}
+        ("compsent19-train.csv", resources.path("training", "compsent19-train.csv")),
+        *((("surroundings/snippets.jsonl", SNIPPETS),) if composed else ()))}
     meta = {**{k: v for k, v in encoder.meta.items() if k not in ("training", "format", "layers")},
             "kind": "passage-encoder", "labels": list(LABELS), "max_tokens": MAX_TOKENS,
             "train_priors": head.train_priors.tolist(), "target_priors": shift_to.tolist(), "neutral_gate": 0.0,
-            "below": "stance-v1.npz", "encoder_depth": DEPTH, "head_c": C, "source_weights": SOURCE_WEIGHTS,
+            "below": "stance-v1.npz", "encoder_depth": DEPTH, "head_c": C,
+            "source_weights": {**SOURCE_WEIGHTS, **(COMPOSED_WEIGHTS if composed else {})},
             "sentence_encoder": SENTENCE_MODEL.name, "training": training, **(settings or {})}
     weights = tuned.head if tuned else FloatLinear(head.weight.astype(np.float32), head.bias.astype(np.float32))
     TunedWeights(meta, encoder.layers, weights).save(out)
@@ -161,9 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=MODEL, help="the model file to write (%(default)s)")
     parser.add_argument("--web", type=Path, default=WEB, help="the web-passage set's folder (%(default)s)")
     parser.add_argument("--model", nargs="*", default=[], help="frozen: also these models (names or files)")
-    parser.add_argument("--part", default="frozen", choices=("frozen", "second-frozen"),
-                        help="frozen: the frozen part to read (%(default)s: the frozen fifth; second-frozen: the part "
-                        "written for the next adoption)")
+    parser.add_argument("--part", default="frozen", choices=FROZEN_PARTS,
+                        help="frozen: the frozen part to read (%(default)s: the frozen fifth; third-frozen: the part "
+                        "written for the next adoption, read once)")
+    parser.add_argument("--composed", action="store_true",
+                        help="train on the stance answers and CompSent-19's sentences set inside page surroundings too")
     parser.add_argument("--votes", action="store_true", help="cv: the sentence encoder's votes as inputs too")
     parser.add_argument("--with-part", nargs="*", default=[], choices=EXTRA_TRAINING_PARTS,
                         help="training parts of the set beside train.jsonl (cv measures on train.jsonl's passages)")
@@ -176,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.what == "bow":
         print(summarise("bag of words, web-passage set", bag_of_words(web_items("train", args.web), args.assignments)))
+        for part in args.with_part:  # each training part on its own, its folds by domain as the set's
+            print(summarise(f"bag of words, {part}", bag_of_words(web_items(part, args.web), args.assignments)))
         print(summarise("bag of words, stance answers", bag_of_words(answer_items(), 3)))
         return 0
     if args.encoder != SENTENCE_MODEL and args.what != "cv":
@@ -184,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     web, measured = training_part(states, args.web, args.with_part)
     answers = load(states, "answers", answer_items())
     compsent = load(states, "compsent-train", compsent_items(True))
+    if args.composed:  # beside CompSent-19 in every fit: "compsent" below stands for both
+        compsent = compsent + load(states, "composed", composed_items())
     shift_to = class_mix(web.items)
     print(f"web-passage set: {len(web.items)} training passages; class mix (FIRST SECOND NEUTRAL NO) "
           f"{np.round(shift_to, 3).tolist()}")
@@ -206,6 +221,6 @@ def main(argv: list[str] | None = None) -> int:
         frozen = load(states, f"web-{args.part}", web_items(args.part, args.web))
         report_frozen(fit_head(web + answers + compsent, C), frozen, shift_to, args.model, args.part)
     if args.what == "write":
-        write(fit_head(web + answers + compsent, C), shift_to, args.out, parts=args.with_part)
+        write(fit_head(web + answers + compsent, C), shift_to, args.out, parts=args.with_part, composed=args.composed)
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0

@@ -58,7 +58,7 @@ from kueri.train.stance.bert_jax import (
     lower_states,
     padded,
 )
-from kueri.train.stance.heads import SOURCE_WEIGHTS, SWAP, C, Head, class_mix, decide, fit_head, symmetric_probabilities
+from kueri.train.stance.heads import SWAP, C, Head, class_mix, decide, fit_head, symmetric_probabilities, weight_of
 from kueri.train.stance.passage_data import (
     EXTRA_TRAINING_PARTS,
     MAX_TOKENS,
@@ -66,8 +66,10 @@ from kueri.train.stance.passage_data import (
     Item,
     States,
     answer_items,
+    composed_items,
     compsent_items,
     load,
+    outside,
     web_items,
     with_votes,
 )
@@ -79,6 +81,8 @@ BATCH = 32
 EPOCHS = 2
 LEARNING_RATE = 3e-5
 REBUILD = "`python scripts/train_stance_encoder.py`"
+#: The training parts beside train.jsonl of stance-v4, the default recipe (the third part came later).
+STANCE_V4_PARTS = ("second-train",)
 
 
 @dataclass
@@ -173,7 +177,7 @@ class TopLayer:
         lower, items = source.lower, source.data.items
         y = np.array([LABELS.index(i.label) for i in items] + [SWAP[LABELS.index(i.label)] for i in items],
                      dtype=np.int32)
-        w = np.array([SOURCE_WEIGHTS[i.source] for i in items] * 2, dtype=np.float32)
+        w = np.array([weight_of(i.source) for i in items] * 2, dtype=np.float32)
         batches = batches_of([*lower.forward, *lower.backward], source.extras(), y, w)
         heads, eps = self.heads, self.eps
 
@@ -276,7 +280,8 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
         fold = group_folds([item.group for item in items], assignment)
         for k in range(FOLDS):
             held = [i for i in range(len(items)) if fold[i] == k]
-            kept = target.take([i for i in range(len(items)) if fold[i] != k]) + rest
+            kept = target.take([i for i in range(len(items)) if fold[i] != k]) + \
+                rest.take(outside(rest.data.items, {items[i].group for i in held}))
             part = target.take(held)
             started = time.perf_counter()
             head = fit_head(kept.data, C)
@@ -315,9 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--votes", action=argparse.BooleanOptionalAction, default=True,
                         help="the head reads the sentence encoder's votes too (train_stance_passages.py --votes; "
                         "default: yes)")
-    parser.add_argument("--with-part", nargs="*", default=list(EXTRA_TRAINING_PARTS), choices=EXTRA_TRAINING_PARTS,
+    parser.add_argument("--with-part", nargs="*", default=list(STANCE_V4_PARTS), choices=EXTRA_TRAINING_PARTS,
                         help="training parts of the set beside train.jsonl (default: %(default)s; none given: "
                         "train.jsonl alone; cv measures on train.jsonl's passages)")
+    parser.add_argument("--composed", action="store_true",
+                        help="train on the stance answers and CompSent-19's sentences set inside page surroundings too")
     parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -325,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     states = States(args.cache)
     sources = {}
     for name, items in (("web-train", web_items("train")), *((f"web-{p}", web_items(p)) for p in args.with_part),
-                        ("answers", answer_items()), ("compsent-train", compsent_items(True))):
+                        ("answers", answer_items()), ("compsent-train", compsent_items(True)),
+                        *((("composed", composed_items()),) if args.composed else ())):
         data = load(states, name, items)
         sources[name] = Source(with_votes(data, args.cache) if args.votes else data,
                                lower_of(args.cache, name, items, encoder))
@@ -334,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     for part in args.with_part:
         web = web + sources[f"web-{part}"]
     measured = [i < count for i in range(len(web.data.items))] if args.with_part else None
-    rest = sources["answers"] + sources["compsent-train"]
+    # CompSent-19's sentences, and with --composed the answers and sentences in page surroundings: in every fit.
+    sentences = sources["compsent-train"] + sources["composed"] if args.composed else sources["compsent-train"]
+    rest = sources["answers"] + sentences
     shift_to = class_mix(web.data.items)
     if "cv" in args.what:
         print(f"== web-passage set: {FOLDS} folds by domain ==")
@@ -342,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     if "cv-answers" in args.what:
         print(f"== stance answers: {FOLDS} folds by question, measured on the held-out half of stance-v1's split ==")
         answers = sources["answers"]
-        cross_validate(answers, web + sources["compsent-train"], encoder, shift_to, args.epochs, args.learning_rate,
+        cross_validate(answers, web + sentences, encoder, shift_to, args.epochs, args.learning_rate,
                        args.assignments, [not in_training_half(item.group) for item in answers.data.items])
     if "write" in args.what:
         model = trained(web + rest, encoder, args.epochs, args.learning_rate)
@@ -350,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         tuned = model.tuned(dict(encoder.meta))
         # The top layer's own settings apart from the sentence encoder's (its header's "epochs", "learning_rate").
         write(head, shift_to, args.out, tuned, {"tuned_layers": 1, "votes": args.votes, "top_layer": {
-            "epochs": args.epochs, "learning_rate": args.learning_rate, "seed": SEED}}, args.with_part)
+            "epochs": args.epochs, "learning_rate": args.learning_rate, "seed": SEED}}, args.with_part, args.composed)
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 
