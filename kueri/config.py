@@ -24,6 +24,7 @@ from kueri.lucene import (
 from kueri.quality.scores import DEBATER
 from kueri.stages import STAGES, Stage, compile_stages
 from kueri.stages import options as stage_options
+from kueri.stages.plan import Plan
 from kueri.stance.family import DEFAULT as DEFAULT_STANCE_MODEL
 
 RUN_ID = "seupd2122-kueri"
@@ -69,7 +70,11 @@ class _Configuration:
     @property
     def manual(self) -> bool:
         """Uses relevance judgments at run time (not an automatic run)."""
-        return self.feedback is not None or any(get_config(name).manual for name in self.fuse)
+        return self.plan().reads_judgments()
+
+    def fused(self) -> list[RunConfig]:
+        """The named configurations whose runs this one fuses (``fuse``)."""
+        return [get_config(name) for name in self.fuse]
 
     @property
     def run_tag(self) -> str:
@@ -98,6 +103,10 @@ class _Configuration:
     def stages(self) -> list[Stage]:
         """The stages this configuration asks for, in run order."""
         return compile_stages(self)
+
+    def plan(self) -> Plan:
+        """Its stages, to be asked as one (what they need, what they can do: :class:`~kueri.stages.plan.Plan`)."""
+        return Plan(self.stages())
 
     def with_overrides(self, overrides: Overrides) -> RunConfig:
         """This configuration with the parts ``overrides`` sets replaced (what a command's flags ask for)."""

@@ -194,6 +194,19 @@ class IndexContext:
             self._shared[key] = make()
         return self._shared[key]
 
+    def encoder(self, name: str) -> Any:
+        return open_stored_encoder(self, name)
+
+
+def open_stored_encoder(context: Any, name: str) -> Any:
+    """The encoder ``name`` of :mod:`kueri.encoders`, loaded once per context: with its passage embeddings in its
+    store in the context's work folder (read from it and added to it), or plain without a work folder."""
+    from kueri.encoders import open_encoder
+
+    workdir, progress = context.run_context.workdir, context.run_context.progress
+    key = ("encoder", name) if workdir is None else ("stored-encoder", name, str(workdir))
+    return context.shared(key, lambda: open_encoder(name, workdir, progress))
+
 
 def search_run(index: LuceneIndex, config: RunConfig, topics: Iterable[Topic]) -> Run:
     """The first stage of ``config`` over an open index, its feedback or fusion settings aside: the title search,
@@ -268,6 +281,9 @@ class Pipeline:
         if key not in self._shared:
             self._shared[key] = make()
         return self._shared[key]
+
+    def encoder(self, name: str) -> Any:
+        return open_stored_encoder(self, name)
 
     def run_named(self, name: str) -> Run:
         return self.run(get_config(name))

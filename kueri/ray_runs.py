@@ -51,6 +51,8 @@ from kueri.pipeline import Pipeline, corpus_fingerprint, validate_run
 from kueri.records import Hit, Run, Topic, topic_key
 from kueri.runcontext import RunContext
 from kueri.scaleout import RAY_BATCH
+from kueri.stages.given import given_stages
+from kueri.stages.plan import Plan
 
 if TYPE_CHECKING:
     from kueri.config import RunConfig
@@ -118,20 +120,6 @@ class _Done:
 # -- the driver -----------------------------------------------------------------------------------------------------
 
 
-def analyzers_of(config: RunConfig) -> list[AnalyzerConfig]:
-    """The analyzers of the indexes ``config``'s run searches (a fusion's: those of the configurations it fuses)."""
-    from kueri.config import get_config
-
-    if not config.fuse:
-        return [config.analyzer]
-    found: list[AnalyzerConfig] = []
-    for name in config.fuse:
-        for analyzer in analyzers_of(get_config(name)):
-            if analyzer not in found:
-                found.append(analyzer)
-    return found
-
-
 def run_on_ray(pipeline: Pipeline, config: RunConfig, ray_run: RayRun, candidates: Run | None = None) -> Run:
     """``pipeline.run(config)`` (``candidates``: ``pipeline.run_given(config, candidates)``) with the topics as tasks
     of the Ray cluster at ``ray_run.address``: the same run, validated."""
@@ -143,10 +131,10 @@ def run_on_ray(pipeline: Pipeline, config: RunConfig, ray_run: RayRun, candidate
     if pipeline.adapt:
         config = pipeline.adapt(config)
     stages = config.stages()
-    indexes = {analyzer: pipeline.index(analyzer) for analyzer in analyzers_of(config)}
+    plan = config.plan() if candidates is None else Plan(given_stages(config, candidates))
+    indexes = {analyzer: pipeline.index(analyzer) for analyzer in plan.indexes()}
     vectors = _prepare_vectors(pipeline, stages)
-    encoders = tuple(sorted({name for stage in stages[1:] for name in stage.embeds()}
-                            | {encoder for _, encoder in vectors}))
+    encoders = tuple(sorted(plan.encoders()))
     packed = tuple(ray.put(_pack(index.path)) for index in indexes.values()) if ray_run.copy_index else ()
     job = _Job(config, str(pipeline.corpus), tuple((a, str(i.path), _ids_digest(i)) for a, i in indexes.items()),
                packed, str(pipeline.workdir), encoders, tuple(vectors), pipeline.run_context.skip_bad)
@@ -176,18 +164,12 @@ def run_on_ray(pipeline: Pipeline, config: RunConfig, ray_run: RayRun, candidate
     merged: Run = {}
     for number in range(len(batches)):
         merged.update(results[number])
-    if any(getattr(stage, "orders_topics", False) for stage in [*stages, *_fused_stages(config)]):
+    if plan.orders_topics():
         merged = {qid: merged[qid] for qid in sorted(merged, key=topic_key)}
     validate_run(merged, pipeline.topics, config.hits)
     log.info("Ray run: %d topics in %d tasks (%d finished before) on %s; %s", len(order), stats.tasks,
              len(finished), ray_run.address, stats.summary())
     return merged
-
-
-def _fused_stages(config: RunConfig) -> list[Any]:
-    from kueri.config import get_config
-
-    return [stage for name in config.fuse for stage in get_config(name).stages()]
 
 
 @dataclass

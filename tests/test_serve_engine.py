@@ -498,7 +498,6 @@ def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
     from kueri.pipeline import Pipeline
     from kueri.quality.offline import OfflineQualityModel
     from kueri.records import STANCES
-    from kueri.serve.engine import labelling_stage
     from kueri.stages.quality import shown_quality
 
     corpus = tmp_path / "small.jsonl"
@@ -512,14 +511,14 @@ def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
         shown = pipeline.label(config, {"2": ranked[:10]})["2"]
         ids = [hit.doc for hit in shown]
         quality = shown_quality(config).scores(ids, pipeline)
-        sentences = labelling_stage(config, "stance").explain({"2": shown}, pipeline)
+        sentences = config.plan().explain({"2": shown}, pipeline)
         texts = pipeline.texts("test")(ids)
     assert [hit.doc for hit in ranked] == [hit.doc for hit in whole] and shown == whole[:10]
     assert {hit.stance for hit in shown} <= set(STANCES) and {hit.stance for hit in ranked} == {"Q0"}
     model = OfflineQualityModel.load()
     assert all(abs(quality[pid] - model.score(text)) < 1e-6 for pid, text in zip(ids, texts, strict=True))
     assert set(sentences) == set(ids) and any(sentences.values())
-    assert labelling_stage(get_config("row-15"), "stance") is None
+    assert get_config("row-15").plan().explain({"2": shown}, pipeline) == {}  # no stage of it explains a label
     assert shown_quality(get_config("default")).source == "offline"
 
 

@@ -43,7 +43,6 @@ ANSWER_CACHE = 256  # rankings kept (each a whole ranking of ids and scores: a f
 #: question on it is warm; a larger one embeds the candidates each question needs and keeps them.
 PREEMBED_LIMIT = 20_000
 PREEMBED_CHUNK = 16  # passages embedded per turn of the pipeline thread: a question waits at most one chunk
-PROBE_DEPTH = 100  # candidates a probe looks up when an embedding stage names no depth (the second stage's default)
 #: A question is warm when the stores hold as many of its first stage's top candidates as each encoder embeds (40
 #: and 15 of the top 100 in the default's cascade), short by at most this share: a quarter of the 55, embedded,
 #: costs about 0.6 s (a cold question's log: MiniLM 40 passages in 1.7 s, e5 15 in 1.5 s), about a warm question's
@@ -76,11 +75,6 @@ def without_objects(config: RunConfig) -> RunConfig:
     if any(stage.needs_objects for stage in changed.stages()):
         raise BadQuestion(f"configuration {config.name} needs the question's two objects; name them")
     return changed
-
-
-def labelling_stage(config: RunConfig, column: str) -> Any:
-    """``config``'s stage that adds ``column`` to the hits (None: it adds none)."""
-    return next((stage for stage in config.stages() if column in stage.adds), None)
 
 
 class Engine:
@@ -158,8 +152,7 @@ class Engine:
 
             index = LuceneIndex(self.index_dir)
             for config in self.configs.values():
-                analyzers = {config.analyzer} | {get_config(n).analyzer for n in config.fuse}
-                if analyzers != {index.analyzer_config}:
+                if set(config.plan().indexes()) != {index.analyzer_config}:
                     index.close()
                     raise SetupError(f"the index {self.index_dir} was built with {index.analyzer_config.summary()}; "
                                      f"configuration {config.name} needs {config.analyzer.summary()} (build it with "
@@ -173,10 +166,8 @@ class Engine:
         return next(iter(self._indexes.values()))
 
     def _encoder_names(self) -> list[str]:
-        """The encoders whose passage embeddings the offered configurations' stages read (a stage without
-        ``embeds``, one not built on :class:`~kueri.stages.StageDefaults`, reads none)."""
-        return list(dict.fromkeys(name for config in self.configs.values() for stage in config.stages()
-                                  for name in getattr(stage, "embeds", tuple)()))
+        """The encoders whose passage embeddings the offered configurations' stages read."""
+        return list(dict.fromkeys(name for config in self.configs.values() for name in config.plan().encoders()))
 
     def _stored_encoders(self) -> dict[str, Any]:
         """Those encoders as the stages use them (shared, their embeddings in the work folder's stores)."""
@@ -284,8 +275,6 @@ class Engine:
         for e5 in the default's cascade, short by at most :data:`WARM_SHARE`), else ``cold``
         (and when it cannot tell: a question that fails here fails in its ranking with its message). On the pipeline
         thread: the queue probes each question before it picks the next one to rank (:mod:`kueri.serve.queue`)."""
-        from kueri.encoders import text_digest
-
         with self._lock:
             if self._key(question, objects, config_name) in self._answers:
                 return "cached"
@@ -296,37 +285,20 @@ class Engine:
             topic, objects_from = self._topic(question, objects)
             if objects_from == "none":
                 config = without_objects(config)
-            stages = config.stages()
-            embedding = [stage for stage in stages if getattr(stage, "embeds", tuple)()]
-            if not embedding:
-                return "warm"
-            first = stages[0]
-            if not hasattr(first, "title_search"):  # not a lexical search: its candidates are not known cheaply
-                return "cold"
-            hits = first.apply({}, self._pipeline(topic)).get(topic.number, [])
-            depths: dict[str, int] = {}  # per encoder: how many of the candidates it embeds
-            window = PROBE_DEPTH  # the candidates the embedding stages choose from
-            for stage in embedding:
-                known = getattr(stage, "embedded_depths", None)
-                depth = getattr(stage, "depth", None) or PROBE_DEPTH
-                window = max(window, depth)
-                for name, count in (known(PROBE_DEPTH) if known else dict.fromkeys(stage.embeds(), depth)).items():
-                    depths[name] = max(depths.get(name, 0), count)
-            searched = self._pipeline(topic).index(first.title_search().analyzer)
-            digests = [text_digest(text) for text in searched.contents_of([hit.doc for hit in hits[:window]], "serve")]
-            # A cascade embeds what its cheaper model ranks on top of the window, not the first stage's top: so the
-            # question is warm when the stores hold about as many of the window's candidates as each encoder embeds
-            # (what an earlier question of these objects embedded), short by at most WARM_SHARE of them.
-            short = needed = 0
-            for name, count in depths.items():
-                if name in self._stores:
-                    wanted = min(count, len(digests))
-                    short += max(0, wanted - (len(digests) - len(self._stores[name].store.missing(digests))))
-                    needed += wanted
+            cost = config.plan().cost(self._pipeline(topic), self._stored)
         except Exception:  # noqa: BLE001 - an estimate only; the ranking reports what is wrong
             log.debug("serve: no cost estimate for %r", question, exc_info=True)
             return "cold"
-        return "cold" if short > WARM_SHARE * needed else "warm"
+        return "cold" if cost is None or cost.short > WARM_SHARE * cost.needed else "warm"
+
+    def _stored(self, encoder: str, texts: list[str]) -> int:
+        """How many of the passages with ``texts`` the store of ``encoder`` holds (all, for an encoder not stored)."""
+        from kueri.encoders import text_digest
+
+        if encoder not in self._stores:
+            return len(texts)
+        digests = [text_digest(text) for text in texts]
+        return len(digests) - len(self._stores[encoder].store.missing(digests))
 
     def ask(self, question: str, objects: tuple[str, str] | None = None, config: str | None = None,
             k: int = 10, aspect: str | None = None, cost: str | None = None) -> Answer:
@@ -398,11 +370,10 @@ class Engine:
             return True
         number = ranking.topic.number
         ranking.hits[:k] = pipeline.label(ranking.config, {number: ranking.hits[:k]})[number]
-        stance = labelling_stage(ranking.config, "stance")
         new = set(missing)
         explained = [hit for hit in ranking.hits[:min(k, EXPLAINED)] if hit.doc in new and hit.stance in STANCES]
-        if stance is not None and explained:
-            ranking.deciding_sentences.update(stance.explain({number: explained}, pipeline))
+        if explained:
+            ranking.deciding_sentences.update(ranking.config.plan().explain({number: explained}, pipeline))
         return True
 
     def _answer(self, question: str, ranking: _Ranking, k: int, seconds: float, aspect: str | None = None

@@ -27,8 +27,9 @@ T = TypeVar("T")
 
 class Context(Protocol):
     """What the stages of one run share: the corpus and its indexes, the topics, the passage texts, how the run
-    goes (``run_context``: the work folder of caches, progress bars, bad lines, workers), objects loaded once
-    (models, encoders), nested runs (fusion)."""
+    goes (``run_context``: the work folder of caches, progress bars, bad lines, workers), the encoders and other
+    objects loaded once (models), nested runs (fusion). A session (:class:`kueri.session.Session`) gives one per
+    run (:meth:`~kueri.session.Session.context`)."""
 
     corpus: str | Path | TextCorpus  # its files, or passages given with their texts (given candidates)
     topics: list[Topic]
@@ -40,43 +41,77 @@ class Context(Protocol):
 
     def run_named(self, name: str) -> Run: ...
 
+    def encoder(self, name: str) -> Any: ...
+
     def shared(self, key: Hashable, make: Callable[[], T]) -> T: ...
+
+
+#: How many passages' embeddings an encoder's store holds, of the passages with these texts (what a cost probe
+#: reads: :meth:`Stage.cost`).
+Stored = Callable[[str, list[str]], int]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one question costs a stage beyond what a warm question costs: of the passages whose embeddings it reads
+    (``needed``), how many its encoders' stores lack (``short``); Cost() is nothing beyond."""
+
+    short: int = 0
+    needed: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.short + other.short, self.needed + other.needed)
 
 
 class Stage(Protocol):
     """One step of a run: ``name`` (short), ``summary()`` (one line, for ``kueri configs -v`` and logs),
-    ``needs_objects`` (reads the topics' two objects), ``adds`` (result columns it adds, e.g. ``stance``),
-    ``embeds()`` (the encoders of :mod:`kueri.encoders` whose passage embeddings it reads: a server embeds the
-    corpus ahead with them), ``reads_title_scores`` (it reads the scores of the configuration's title search, not
-    just any first stage's: given candidates are scored by that search first, :mod:`kueri.stages.given`),
-    ``orders_topics`` (its run lists the topics by number, :func:`~kueri.records.topic_key`, not in the order it got
-    them: a run made of batches of topics is then sorted so, :mod:`kueri.ray_runs`) and, for a
-    first stage, ``title_search()`` (that search: the stage itself, or its lexical half; None: it has none)."""
+    ``needs_objects`` (reads the topics' two objects), ``adds`` (result columns it adds, e.g. ``stance``) and
+    ``apply(run, context)``.
+
+    The other members are what a stage can say of itself, each optional (:class:`StageDefaults` gives the defaults,
+    and :func:`capability` gives them to a stage that does not inherit it); callers ask a run's stages through
+    :class:`~kueri.stages.plan.Plan`, which gathers the answers, never by a stage's type. A fused stage answers from
+    the stages of the runs it fuses.
+
+    - ``reads_title_scores``: it reads the scores of the configuration's title search, not just any first stage's
+      (given candidates are scored by that search first, :mod:`kueri.stages.given`);
+    - ``orders_topics``: its run lists the topics by number (:func:`~kueri.records.topic_key`), not in the order it
+      got them (a run made of batches of topics is then sorted so, :mod:`kueri.ray_runs`);
+    - ``reads_judgments``: it reads relevance judgments (a manual run);
+    - ``indexes()``: the analyses of the indexes it reads; ``embeds()``: the encoders of :mod:`kueri.encoders`
+      whose passage embeddings it reads (a server embeds the corpus ahead with them);
+    - ``title_search()``: a first stage's title search (the stage itself, or its lexical half; None: none);
+    - ``prepare(context)``: make ahead, in the work folder, what its run will read (a dense search's vectors);
+    - ``embedded_depths(default_depth)``: per encoder, how many of a topic's top candidates it embeds;
+    - ``probe(context)``: its run when that is cheap to know (a first stage's; None: it is not);
+    - ``cost(run, context, stored)``: what a question costs it beyond a warm one's, given the run it gets (None:
+      not known cheaply); None: unknown;
+    - ``explain(run, context)``: the sentence that decided each label it gives, by passage id ({}: it explains
+      none)."""
 
     name: str
     needs_objects: bool
     adds: tuple[str, ...]
-    reads_title_scores: bool
-    orders_topics: bool
 
     def summary(self) -> str: ...
-
-    def embeds(self) -> tuple[str, ...]: ...
-
-    def title_search(self) -> Any: ...
 
     def apply(self, run: Run, context: Context) -> Run: ...
 
 
 class StageDefaults:
-    """What most stages are (a stage class may inherit it): it reads no topic objects, adds no result column, reads
-    no passage embeddings and no title-search scores, keeps the topics in the order it got them, and has no title
-    search of its own."""
+    """What most stages are (a stage class may inherit it, see :class:`Stage`): it reads no topic objects, adds no
+    result column, reads no title-search scores, keeps the topics in the order it got them, reads no judgments, no
+    index, no passage embeddings, has no title search, prepares nothing, costs a question nothing beyond a warm
+    one's when it reads no passage embeddings (else: unknown), is not cheap to probe, and explains nothing."""
 
     needs_objects: bool = False
     adds: tuple[str, ...] = ()
     reads_title_scores: bool = False
     orders_topics: bool = False
+    reads_judgments: bool = False
+
+    def indexes(self) -> tuple[AnalyzerConfig, ...]:
+        return ()
 
     def embeds(self) -> tuple[str, ...]:
         return ()
@@ -84,15 +119,36 @@ class StageDefaults:
     def title_search(self) -> Any:
         return None
 
+    def prepare(self, context: Context) -> None:
+        return None
+
+    def embedded_depths(self, default_depth: int) -> dict[str, int]:
+        return {}
+
+    def probe(self, context: Context) -> Run | None:
+        return None
+
+    def cost(self, run: Run | None, context: Context, stored: Stored) -> Cost | None:
+        return Cost() if not capability(self, "embeds")() else None
+
+    def explain(self, run: Run, context: Context) -> dict[str, str | None]:
+        return {}
+
+
+def capability(stage: Stage, name: str) -> Any:
+    """The optional member ``name`` of ``stage`` (:class:`Stage`): its own, else :class:`StageDefaults`' (bound to the
+    stage: a stage of one's own need not know them)."""
+    found = getattr(stage, name, None)
+    if found is not None:
+        return found
+    default = getattr(StageDefaults, name)
+    return default.__get__(stage) if callable(default) else default
+
 
 def stored_encoder(context: Context, name: str) -> Any:
-    """The encoder ``name`` of :mod:`kueri.encoders`, loaded once per context: with its passage embeddings in its
-    store in the context's work folder (read from it and added to it), or plain without a work folder."""
-    from kueri.encoders import open_encoder
-
-    workdir, progress = context.run_context.workdir, context.run_context.progress
-    key = ("encoder", name) if workdir is None else ("stored-encoder", name, str(workdir))
-    return context.shared(key, lambda: open_encoder(name, workdir, progress))
+    """The encoder ``name`` of :mod:`kueri.encoders` as the context's stages use it: loaded once per session, with its
+    passage embeddings in its store in the work folder (read from it and added to it), or plain without one."""
+    return context.encoder(name)
 
 
 #: What the words of a setting mean, in every configuration, flag, class and function: a depth is how many of a

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kueri.dense.retrieve import HYBRID_METHODS
@@ -23,7 +23,8 @@ from kueri.lucene import (
     feedback_run,
 )
 from kueri.records import Run, Topic
-from kueri.stages.base import Context, Option, StageDefaults, StageKind, stored_encoder
+from kueri.stages.base import Context, Cost, Option, Stage, StageDefaults, StageKind, Stored, stored_encoder
+from kueri.stages.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,12 @@ class Search(StageDefaults):
     def title_search(self) -> Search:
         return self
 
+    def indexes(self) -> tuple[AnalyzerConfig, ...]:
+        return (self.analyzer,)
+
+    def probe(self, context: Context) -> Run:
+        return self.apply({}, context)  # a search of the titles: milliseconds a topic
+
     def search(self, index: LuceneIndex, topics: Iterable[Topic]) -> Run:
         if index.analyzer_config != self.analyzer:
             log.warning("index %s was built with %s, configuration %s asks for %s; searching with the index's",
@@ -74,6 +81,10 @@ class Feedback(StageDefaults):
     hits: int
     name = "feedback"
     orders_topics = True  # the judged topics, by number
+    reads_judgments = True
+
+    def indexes(self) -> tuple[AnalyzerConfig, ...]:
+        return (self.analyzer,)
 
     def summary(self) -> str:
         return "; ".join([self.analyzer.summary(), f"graded relevance feedback from {self.feedback.judgments}, BM25",
@@ -85,14 +96,35 @@ class Feedback(StageDefaults):
 
 @dataclass(frozen=True)
 class Fuse(StageDefaults):
-    """Reciprocal rank fusion of other named configurations' runs (Table 1 row 23)."""
+    """Reciprocal rank fusion of other named configurations' runs (Table 1 row 23). ``parts``: the stages of each
+    of them, which it answers from (what they read, need and do); the runs themselves are the context's
+    (``run_named``: each made once)."""
 
     names: tuple[str, ...]
     k: float
     hits: int
     tie_order: str
+    parts: tuple[tuple[Stage, ...], ...] = field(default=(), compare=False, repr=False)
     name = "fuse"
     orders_topics = True  # fusion lists topics by number
+
+    @property
+    def _plans(self) -> list[Plan]:
+        return [Plan(stages) for stages in self.parts]
+
+    @property
+    def reads_judgments(self) -> bool:  # type: ignore[override]
+        return any(plan.reads_judgments() for plan in self._plans)
+
+    def indexes(self) -> tuple[AnalyzerConfig, ...]:
+        return tuple(dict.fromkeys(analyzer for plan in self._plans for analyzer in plan.indexes()))
+
+    def embeds(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(name for plan in self._plans for name in plan.encoders()))
+
+    def prepare(self, context: Context) -> None:
+        for plan in self._plans:
+            plan.prepare(context)
 
     def summary(self) -> str:
         return f"RRF (k={self.k:g}) of {', '.join(self.names)}; {self.hits} hits"
@@ -123,6 +155,19 @@ class Dense(StageDefaults):
     def embeds(self) -> tuple[str, ...]:
         return (self.encoder,)
 
+    def indexes(self) -> tuple[AnalyzerConfig, ...]:
+        return (self.analyzer,)
+
+    def cost(self, run: Run | None, context: Context, stored: Stored) -> Cost:
+        return Cost()  # every passage's vector is made ahead (prepare): a question embeds its title alone
+
+    def prepare(self, context: Context) -> None:
+        self._open_vectors(context.index(self.analyzer), context)
+
+    def _open_vectors(self, index: LuceneIndex, context: Context) -> Any:
+        """The vector index beside ``index``, opened once per session (:meth:`vectors`)."""
+        return context.shared(("vectors", str(index.path), self.encoder), lambda: self.vectors(index, context))
+
     def vectors(self, index: LuceneIndex, context: Context) -> Any:
         """The vector index beside ``index``, opened and checked. In a context with a work folder, the passages are
         embedded into the encoder's store there first when it lacks some, and the vector index written from it when
@@ -144,8 +189,7 @@ class Dense(StageDefaults):
 
     def apply(self, run: Run, context: Context) -> Run:
         index = context.index(self.analyzer)
-        vectors = context.shared(("vectors", str(index.path), self.encoder),
-                                 lambda: self.vectors(index, context))
+        vectors = self._open_vectors(index, context)
         return self.search(index, context.topics, stored_encoder(context, self.encoder), vectors)
 
 
@@ -170,6 +214,15 @@ class Hybrid(StageDefaults):
     def embeds(self) -> tuple[str, ...]:
         return self.dense.embeds()
 
+    def indexes(self) -> tuple[AnalyzerConfig, ...]:
+        return tuple(dict.fromkeys([*self.lexical.indexes(), *self.dense.indexes()]))
+
+    def cost(self, run: Run | None, context: Context, stored: Stored) -> Cost:
+        return self.dense.cost(run, context, stored)
+
+    def prepare(self, context: Context) -> None:
+        self.dense.prepare(context)
+
     def title_search(self) -> Search:
         return self.lexical
 
@@ -189,7 +242,8 @@ class Hybrid(StageDefaults):
 def retrieval(config: Any) -> Search | Feedback | Fuse | Dense | Hybrid:
     """The first stage ``config`` describes."""
     if config.fuse:
-        return Fuse(config.fuse, config.fuse_k, config.hits, config.fuse_tie_order)
+        return Fuse(config.fuse, config.fuse_k, config.hits, config.fuse_tie_order,
+                    tuple(tuple(fused.stages()) for fused in config.fused()))
     if config.feedback:
         return Feedback(config.analyzer, config.feedback, config.hits)
     search = Search(config.analyzer, config.similarity, config.fields, config.filter_objects, config.hits, config.name)
