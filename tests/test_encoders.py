@@ -169,7 +169,7 @@ def test_a_damaged_npz_cache_or_chunk_is_one_warning_line_never_an_error(tmp_pat
 WRITER = textwrap.dedent("""
     import sys, time
     import numpy as np
-    from kueri.encoders import store
+    from kueri.encoders import store, stored
 
     class Slow:
         dimension = 3
@@ -180,9 +180,9 @@ WRITER = textwrap.dedent("""
             self.count += len(texts)
             return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32).reshape(-1, 3)
 
-    store.CHUNK_PASSAGES = 25
+    stored.CHUNK_PASSAGES = 25
     slow = Slow()
-    encoder = store.StoredEncoder(slow, store.EmbeddingStore(sys.argv[1], 3))
+    encoder = stored.StoredEncoder(slow, store.EmbeddingStore(sys.argv[1], 3))
     encoder.passages([f"passage {i} " + "a" * (i % 7) for i in range(int(sys.argv[2]))])
     print(slow.count)
 """)

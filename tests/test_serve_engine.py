@@ -495,9 +495,9 @@ def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
     order, scores and stances as the whole run, and the quality and deciding sentences of the configuration's own
     stages."""
     from kueri.parse import read_topics
-    from kueri.pipeline import Pipeline
     from kueri.quality.offline import OfflineQualityModel
     from kueri.records import STANCES
+    from kueri.session import Session
     from kueri.stages.quality import shown_quality
 
     corpus = tmp_path / "small.jsonl"
@@ -505,20 +505,21 @@ def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
         corpus.write_text("".join(line for _, line in zip(range(300), handle, strict=False)), encoding="utf-8")
     topic = next(t for t in read_topics(SAMPLE_CORPUS.parent / "topics.xml") if t.number == "2")
     config = get_config("quality-rerank")  # a quality stage, then the stance of every hit
-    with Pipeline(corpus, [topic], RunContext(tmp_path / "work", progress=False)) as pipeline:
-        whole = pipeline.run(config)["2"]
-        ranked = pipeline.rank(config)["2"]
-        shown = pipeline.label(config, {"2": ranked[:10]})["2"]
+    with Session(corpus, RunContext(tmp_path / "work", progress=False)) as session:
+        whole = session.run(config, [topic])["2"]
+        ranked = session.rank(config, [topic])["2"]
+        shown = session.label(config, {"2": ranked[:10]}, [topic])["2"]
         ids = [hit.doc for hit in shown]
-        quality = shown_quality(config).scores(ids, pipeline)
-        sentences = config.plan().explain({"2": shown}, pipeline)
-        texts = pipeline.texts("test")(ids)
+        context = session.context([topic])
+        quality = shown_quality(config).scores(ids, context)
+        sentences = config.plan().explain({"2": shown}, context)
+        texts = session.texts("test")(ids)
+        assert get_config("row-15").plan().explain({"2": shown}, context) == {}  # no stage of it explains a label
     assert [hit.doc for hit in ranked] == [hit.doc for hit in whole] and shown == whole[:10]
     assert {hit.stance for hit in shown} <= set(STANCES) and {hit.stance for hit in ranked} == {"Q0"}
     model = OfflineQualityModel.load()
     assert all(abs(quality[pid] - model.score(text)) < 1e-6 for pid, text in zip(ids, texts, strict=True))
     assert set(sentences) == set(ids) and any(sentences.values())
-    assert get_config("row-15").plan().explain({"2": shown}, pipeline) == {}  # no stage of it explains a label
     assert shown_quality(get_config("default")).source == "offline"
 
 

@@ -1,5 +1,6 @@
 """``kueri tira`` (what ``my-software.sh`` runs: any of TIRA's three inputs) and ``kueri rerank`` (given candidates:
-TIRA's re-rank input or a run file). Given candidates take one way, :func:`kueri.pipeline.run_given`."""
+TIRA's re-rank input or a run file). Each makes one :class:`~kueri.session.Session` and asks it for the run; given
+candidates take one way, :meth:`Session.run_given <kueri.session.Session.run_given>`."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ log = logging.getLogger("kueri.cli")
 def cmd_tira(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.parse.tira import FULL_RANK, RE_RANK, detect_input, read_queries, read_rerank
-    from kueri.pipeline import run_config, run_given
+    from kueri.session import Session
 
     config = config_from(args)
     output_dir = writable_folder(args.output, "output folder")  # before any work: a wrong -o fails at once
@@ -48,8 +49,8 @@ def cmd_tira(args: argparse.Namespace) -> int:
         topics = given.topics
         log.info("kueri: TIRA's re-rank input %s: %d candidates of %d topics", found.rerank,
                  sum(len(hits) for hits in given.run.values()), len(given.run))
-        run = run_given(config, given.run, topics, given.corpus, run_context_of(args), source=str(found.rerank),
-                        ray=ray)
+        with Session(given.corpus, run_context_of(args), elsewhere=ray) as session:
+            run = session.run_given(config, given.run, topics, source=str(found.rerank))
     else:
         assert found.topics is not None and found.corpus is not None
         if found.kind == FULL_RANK:
@@ -57,7 +58,8 @@ def cmd_tira(args: argparse.Namespace) -> int:
             topics = read_queries(found.topics)
         else:
             topics = read_topics(found.topics)
-        run = run_config(config, found.corpus, topics, run_context_of(args), ray=ray)
+        with Session(found.corpus, run_context_of(args), elsewhere=ray) as session:
+            run = session.run(config, topics)
     write(run, run_file, config.run_tag)
     if ray is not None:
         ray.forget()  # the finished batches, kept until the run file was written
@@ -69,8 +71,8 @@ def cmd_tira(args: argparse.Namespace) -> int:
 
 def cmd_rerank(args: argparse.Namespace) -> int:
     from kueri.parse.tira import RE_RANK, RERANK, detect_input, read_rerank
-    from kueri.pipeline import run_given
     from kueri.runfile import read_run
+    from kueri.session import Session
 
     writable_file(args.output, "output file")  # before any work
     source = Path(args.run)
@@ -92,7 +94,8 @@ def cmd_rerank(args: argparse.Namespace) -> int:
             raise KueriError(f"{source}: a run file has no queries: give --topics or --dataset")
         topics, run, corpus = topics_of(args), read_run(source), args.corpus
     ray = ray_of(args)
-    reranked = run_given(config, run, topics, corpus, run_context_of(args), source=str(source), ray=ray)
+    with Session(corpus, run_context_of(args), elsewhere=ray) as session:
+        reranked = session.run_given(config, run, topics, source=str(source))
     write(reranked, args.output, config.run_tag)
     if ray is not None:
         ray.forget()  # the finished batches, kept until the run file was written

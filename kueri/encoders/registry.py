@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from kueri.encoders import e5, minilm
-from kueri.encoders.store import EmbeddingStore, StoredEncoder, TextEncoder, store_path
+from kueri.encoders.store import EmbeddingStore, TextEncoder, store_path
+from kueri.encoders.stored import StoredEncoder
 from kueri.environment import has_module
 from kueri.errors import SetupError
 
@@ -64,9 +65,14 @@ class Encoder:
         """Its store of passage embeddings in the work folder ``workdir``."""
         return EmbeddingStore(store_path(workdir, self.store_key), self.dimension)
 
-    def stored(self, workdir: str | Path, progress: bool = False, threads: int | None = None) -> StoredEncoder:
-        """The encoder with its passage embeddings in its store in ``workdir`` (the model loads when first needed)."""
-        return StoredEncoder(functools.partial(self.load, threads), self.store(workdir), progress)
+    def stored(self, workdir: str | Path, progress: bool = False, threads: int | None = None, *,
+               writes: bool = True) -> StoredEncoder:
+        """The encoder with its passage embeddings in its store in ``workdir`` (the model loads when first needed).
+        ``writes`` False: it only reads the store, where this process sees the work folder, and keeps what it embeds
+        (:class:`~kueri.encoders.stored.StoredEncoder`)."""
+        store = self.store(workdir) if writes or Path(workdir).is_dir() else None
+        return StoredEncoder(functools.partial(self.load, threads), store, progress, writes=writes,
+                             dimension=self.dimension)
 
     def key(self) -> dict[str, Any]:
         """What decides its vectors: name, store key (graph kind, weights, tokens), the model file's SHA-256 and the

@@ -1,9 +1,9 @@
 """The engine behind ``kueri serve``: one question in, the configuration's ranking of it out.
 
-A question becomes a one-topic run of the same :class:`~kueri.pipeline.Pipeline` that ``kueri run`` uses (no
-second ranking path): a Touché topic's question gets exactly that topic's ranking. The pipeline ranks it with the
-configuration's stages but those that only label hits (:meth:`~kueri.pipeline.Pipeline.rank`); those, the stance,
-label only the passages shown (:meth:`~kueri.pipeline.Pipeline.label`): the same labels, a fraction of the work.
+A question becomes a one-topic run of the engine's one :class:`~kueri.session.Session`, as ``kueri run`` asks its own
+(no second ranking path): a Touché topic's question gets exactly that topic's ranking. The session ranks it with the
+configuration's stages but those that only label hits (:meth:`~kueri.session.Session.rank`); those, the stance,
+label only the passages shown (:meth:`~kueri.session.Session.label`): the same labels, a fraction of the work.
 What a run loads once (the open indexes, the encoders with their embedding caches, the models) is shared by every
 question's pipeline, on the one pipeline thread of :mod:`kueri.serve.queue`. Rankings are kept in a small LRU, so
 a repeated question is answered without queueing. The answer itself is :mod:`kueri.serve.answer`'s.
@@ -31,6 +31,7 @@ from kueri.serve.answer import SIDES, UNLABELLED, Answer, Evidence, Passage, Ver
 from kueri.serve.checks import BadQuestion
 from kueri.serve.links import SourceLinks
 from kueri.serve.queue import MAX_WAIT, MAX_WAITING, PipelineQueue
+from kueri.session import Session
 from kueri.stages.quality import shown_quality
 
 log = logging.getLogger(__name__)
@@ -105,8 +106,7 @@ class Engine:
         self.run_context = RunContext(self.workdir, progress=progress)  # how every question's run goes
         self.queue = PipelineQueue(max_waiting, max_wait)
         self._stores: dict[str, Any] = {}  # the encoders whose stores a probe reads (set at start)
-        self._indexes: dict[Any, Any] = {}
-        self._shared: dict[Any, Any] = {}
+        self.session: Session | None = None  # what every question's run shares (made on the pipeline thread)
         self._answers: OrderedDict[tuple[Any, ...], _Ranking] = OrderedDict()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -119,11 +119,10 @@ class Engine:
 
     # -- the pipeline ---------------------------------------------------------------------------------------
 
-    def _pipeline(self, topic: Topic) -> Any:
-        from kueri.pipeline import Pipeline
-
-        corpus = self.corpus if self.corpus is not None else self.index_dir
-        return Pipeline(corpus, [topic], self.run_context, indexes=self._indexes, shared=self._shared)
+    def _context(self, topic: Topic) -> Any:
+        """What the stages of a question's run share (:meth:`~kueri.session.Session.context`)."""
+        assert self.session is not None
+        return self.session.context([topic])
 
     def start(self, preembed: bool | None = None) -> None:
         """Open (or build) the index, load the models and answer one question per configuration, so the first
@@ -157,13 +156,17 @@ class Engine:
                     raise SetupError(f"the index {self.index_dir} was built with {index.analyzer_config.summary()}; "
                                      f"configuration {config.name} needs {config.analyzer.summary()} (build it with "
                                      f"kueri index --config {config.name}, or give --corpus)")
-            self._indexes[index.analyzer_config] = index
+            self.session = Session(self.index_dir, self.run_context, indexes={index.analyzer_config: index})
         else:
+            session = Session(self.corpus, self.run_context)
             for config in self.configs.values():
-                self._pipeline(Topic(FREE_TOPIC, "", ("", ""))).index(config.analyzer)
+                for analyzer in config.plan().indexes():
+                    session.index(analyzer)
+            self.session = session  # once its indexes are open: /api/health reads it from another thread
 
     def _any_index(self) -> Any:
-        return next(iter(self._indexes.values()))
+        assert self.session is not None
+        return self.session.index(next(iter(self.configs.values())).plan().indexes()[0])
 
     def _encoder_names(self) -> list[str]:
         """The encoders whose passage embeddings the offered configurations' stages read."""
@@ -171,10 +174,9 @@ class Engine:
 
     def _stored_encoders(self) -> dict[str, Any]:
         """Those encoders as the stages use them (shared, their embeddings in the work folder's stores)."""
-        from kueri.stages import stored_encoder
 
-        context = self._pipeline(Topic(FREE_TOPIC, "", ("", "")))
-        return {name: stored_encoder(context, name) for name in self._encoder_names()}
+        assert self.session is not None
+        return {name: self.session.encoder(name) for name in self._encoder_names()}
 
     def embedded_share(self) -> dict[str, tuple[int, int]]:
         """Per encoder: how many of the corpus' passages its store holds, and how many there are (on the pipeline
@@ -215,9 +217,8 @@ class Engine:
         self._stopping.set()
 
         def close() -> None:
-            for index in self._indexes.values():
-                index.close()
-            self._indexes.clear()
+            if self.session is not None:
+                self.session.close()
             detach_thread()
 
         self.queue.background(close).result()
@@ -285,7 +286,7 @@ class Engine:
             topic, objects_from = self._topic(question, objects)
             if objects_from == "none":
                 config = without_objects(config)
-            cost = config.plan().cost(self._pipeline(topic), self._stored)
+            cost = config.plan().cost(self._context(topic), self._stored)
         except Exception:  # noqa: BLE001 - an estimate only; the ranking reports what is wrong
             log.debug("serve: no cost estimate for %r", question, exc_info=True)
             return "cold"
@@ -329,9 +330,9 @@ class Engine:
                 config = without_objects(config)
                 note = ("no two objects were found in the question: the passages are ranked by the search alone, "
                         "without stances; name the two objects to compare them")
-            pipeline = self._pipeline(topic)
+            assert self.session is not None
             try:  # labels come in _fill, for the passages shown only
-                hits = pipeline.rank(config).get(topic.number, [])
+                hits = self.session.rank(config, [topic]).get(topic.number, [])
             except EmptyRun:
                 hits = []
                 note = "no passage matches the question's words (the stoplist drops the most common ones)"
@@ -358,22 +359,23 @@ class Engine:
 
     def _fill(self, ranking: _Ranking, k: int) -> bool:
         """The texts, quality scores, stance labels and deciding sentences of the top ``k`` passages (computed once
-        per passage and ranking), from the configuration's own stages: :meth:`~kueri.pipeline.Pipeline.label` of
+        per passage and ranking), from the configuration's own stages: :meth:`~kueri.session.Session.label` of
         the shown hits gives each the label ``kueri run`` gives it."""
         missing = [hit.doc for hit in ranking.hits[:k] if hit.doc not in ranking.texts]
         if not missing:
             return False
-        pipeline = self._pipeline(ranking.topic)
-        ranking.texts.update(zip(missing, pipeline.texts("serve")(missing), strict=True))
-        ranking.quality.update(shown_quality(ranking.config).scores(missing, pipeline))
+        assert self.session is not None
+        context = self._context(ranking.topic)
+        ranking.texts.update(zip(missing, context.texts("serve")(missing), strict=True))
+        ranking.quality.update(shown_quality(ranking.config).scores(missing, context))
         if not all(ranking.topic.objects):
             return True
         number = ranking.topic.number
-        ranking.hits[:k] = pipeline.label(ranking.config, {number: ranking.hits[:k]})[number]
+        ranking.hits[:k] = self.session.label(ranking.config, {number: ranking.hits[:k]}, [ranking.topic])[number]
         new = set(missing)
         explained = [hit for hit in ranking.hits[:min(k, EXPLAINED)] if hit.doc in new and hit.stance in STANCES]
         if explained:
-            ranking.deciding_sentences.update(ranking.config.plan().explain({number: explained}, pipeline))
+            ranking.deciding_sentences.update(ranking.config.plan().explain({number: explained}, context))
         return True
 
     def _answer(self, question: str, ranking: _Ranking, k: int, seconds: float, aspect: str | None = None
@@ -418,7 +420,7 @@ class Engine:
         return list(format_run_lines({answer.topic or FREE_TOPIC: hits}, f"kueri-{answer.config}"))
 
     def health(self) -> dict[str, Any]:
-        index = self._any_index() if self._indexes else None
+        index = self._any_index() if self.session is not None else None
         return {"status": "ok" if self.ready else "starting", "passages": len(index) if index else None,
                 "configs": list(self.configs), "default_config": self.default_config,
                 "uptime_seconds": round(time.time() - self.started, 1), "questions_ranked": self.questions,
