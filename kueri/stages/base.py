@@ -10,17 +10,17 @@ order of :data:`STAGES` is the order a run applies them in; the pipeline, the co
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from kueri.errors import KueriError, deprecated
+from kueri.errors import KueriError
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import TextCorpus
 from kueri.records import Run, Texts, Topic
 from kueri.runcontext import RunContext
+from kueri.stages.settings import Option, add_option_flags
 
 T = TypeVar("T")
 
@@ -151,90 +151,11 @@ def stored_encoder(context: Context, name: str) -> Any:
     return context.encoder(name)
 
 
-#: What the words of a setting mean, in every configuration, flag, class and function: a depth is how many of a
-#: topic's top hits (None, ``all`` on the command line: every hit); a stage's model or source None (``none``) is
-#: the stage switched off.
-ALL, OFF = "all", "none"
-
-
-def depth_flag(text: str) -> int | str:
-    """A depth flag's value: a number of hits (at least 0: an old spelling may still mean something by 0) or
-    ``all``."""
-    if text.strip() == ALL:
-        return ALL
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"depth {text!r}: give a number of hits or {ALL}")
-    return int(text)
-
-
-@dataclass(frozen=True)
-class Option:
-    """One setting of a stage, declared once in the stage's module: the configuration's field ``name`` (its
-    ``default``), the command-line flag (``--name-with-dashes`` unless ``flag`` says otherwise; none when
-    ``command_line`` is False: its flags are another group's), the help line, and the PyTerrier transformer's
-    parameter (``param``, taking ``on`` when not given; None: the default). A setting that ``needs`` its stage's
-    switch turns the stage on (the switch's ``on``) when given to a configuration that has it off.
-
-    ``off`` says what the flag value ``none`` does (the field becomes None: the stage is off, or the setting
-    unset); a depth's ``all`` becomes None (every hit). ``deprecated`` maps an old flag value to the message
-    naming the new spelling and the changes it still makes for one release."""
-
-    name: str
-    default: Any
-    help: str
-    type: Callable[[str], Any] | None = None
-    metavar: str | None = None
-    off: str | None = None
-    flag: str | None = None
-    action: str | None = None
-    aliases: tuple[str, ...] = ()  # other spellings of the flag
-    param: str | None = None
-    on: Any = None
-    command_line: bool = True
-    annotation: Any = Any
-    deprecated: tuple[tuple[Any, str, tuple[tuple[str, Any], ...]], ...] = ()  # (old value, new spelling, changes)
-    needs: str | None = None  # the setting that switches its stage on: given without it, that one takes its ``on``
-
-    @property
-    def flag_name(self) -> str:
-        return self.flag or "--" + self.name.replace("_", "-")
-
-    @property
-    def help_line(self) -> str:
-        return f"{self.help}; {OFF}: {self.off}" if self.off else self.help
-
-    def add_to(self, group: Any) -> None:
-        if not self.command_line:
-            return
-        if self.action:
-            group.add_argument(self.flag_name, *self.aliases, dest=self.name, action=self.action, default=None,
-                               help=self.help_line)
-        else:
-            group.add_argument(self.flag_name, *self.aliases, dest=self.name, type=self.type, metavar=self.metavar,
-                               help=self.help_line)
-
-    def changes(self, given: Any) -> dict[str, Any]:
-        """The configuration's changes a flag value asks for: ``none`` (with ``off``) and a depth's ``all`` are
-        None, an old spelling what it meant (with a warning)."""
-        for old, new, changes in self.deprecated:
-            if given == old:
-                deprecated(f"{self.flag_name} {old}", new)
-                return dict(changes)
-        if (self.off and given == OFF) or given == ALL:
-            return {self.name: None}
-        return {self.name: given}
-
-    def row(self) -> str:
-        """This setting as a row of the settings table (docs/architecture.md)."""
-        flag = f"`{self.flag_name}`" if self.command_line else ""
-        param = f"`{self.param}`" if self.param else ""
-        return f"| `{self.name}` | `{self.default!r}` | {flag} | {param} | {self.help_line} |"
-
-
 @dataclass(frozen=True)
 class StageKind:
     """A stage's registration: ``build(config)`` is the stage a configuration asks for (None: not this run),
-    ``options`` its settings (the configuration's fields, flags and transformer parameters are made of them) and
+    ``options`` its settings (the configuration's fields, flags and transformer parameters are made of them: kueri's
+    own stages declare them as the fields of a settings class, :func:`~kueri.stages.settings.options_of`) and
     ``check(config)`` raises a :class:`~kueri.errors.KueriError` when they do not go together."""
 
     name: str
@@ -289,9 +210,14 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags of every stage that has settings, in stage order (``kueri run``, ``kueri tira``)."""
-    group = parser.add_argument_group("later stages (replace the configuration's)")
-    for kind in STAGES:
-        for option in kind.options:
-            option.add_to(group)
+def add_flags(parser: Any, group: str = "stages", kinds: Any = None, title: str | None = None) -> Any:
+    """The flags of the registered stages' settings of the flag group ``group`` (:data:`~kueri.stages.settings.
+    FLAG_GROUPS`; ``kinds``: of those stages only, by name), in stage order (``kueri run``, ``kueri tira``); the
+    argparse group they went in."""
+    return add_option_flags(parser, [option for kind in STAGES if kinds is None or kind.name in kinds
+                              for option in kind.options], group, title)
+
+
+def flag_owners() -> dict[str, Option]:
+    """Every registered setting by the names of its flags' values (:attr:`~kueri.stages.settings.Option.dests`)."""
+    return {dest: option for kind in STAGES for option in kind.options for dest in option.dests}

@@ -8,7 +8,8 @@ from typing import Any
 
 from kueri.lucene import AnalyzerConfig
 from kueri.records import Run
-from kueri.stages.base import Context, Cost, Option, StageDefaults, StageKind, Stored, stored_encoder
+from kueri.stages.base import Context, Cost, StageDefaults, StageKind, Stored, stored_encoder
+from kueri.stages.settings import options_of, setting
 
 #: The candidates a second stage whose depth is not set is taken to rerank when its cost is estimated (the
 #: depth the shipped models were trained at).
@@ -117,13 +118,22 @@ def parse_cascade(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(steps)
 
 
-KIND = StageKind("second-stage", build, options=(
-    Option("second_stage", None, "learned reranker of the top hits: second-stage-v2, second-stage-v1, "
-           "second-stage-lexical-v1, second-stage-whole-topic-v1 or a model file", metavar="MODEL",
-           off="no second stage", param="model", on="second-stage-v2", annotation=str | None),
-    Option("second_stage_depth", None, "hits per topic the second stage reranks (default: the depth its model was "
-           "trained at)", type=int, metavar="N", param="depth", on=100, annotation=int | None),
-    Option("second_stage_cascade", (), "cheaper models that rank first, each with how many of its top hits per topic "
-           "the next reorders (the default's: second-stage-lexical-v1:40,second-stage-v1:15), or none",
-           type=parse_cascade, metavar="MODEL:N,...", param="cascade", annotation=tuple[tuple[str, int], ...]),
-), summary="the learned reranker of the top hits")
+@dataclass(frozen=True)
+class SecondStageSettings:
+    """The learned second stage's settings."""
+
+    second_stage: str | None = setting(
+        None, "learned reranker of the top hits: second-stage-v2, second-stage-v1, second-stage-lexical-v1, "
+        "second-stage-whole-topic-v1 or a model file", metavar="MODEL", off="no second stage", param="model",
+        on="second-stage-v2")
+    second_stage_depth: int | None = setting(
+        None, "hits per topic the second stage reranks (default: the depth its model was trained at)", type=int,
+        metavar="N", param="depth", on=100)
+    second_stage_cascade: tuple[tuple[str, int], ...] = setting(
+        (), "cheaper models that rank first, each with how many of its top hits per topic the next reorders (the "
+        "default's: second-stage-lexical-v1:40,second-stage-v1:15), or none", type=parse_cascade,
+        metavar="MODEL:N,...", param="cascade")
+
+
+KIND = StageKind("second-stage", build, options=options_of(SecondStageSettings),
+                 summary="the learned reranker of the top hits")
