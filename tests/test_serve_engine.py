@@ -600,6 +600,7 @@ def test_the_cost_probe_is_right_for_every_first_stage(tmp_path):
         digests = [text_digest(text) for text in index.contents(range(len(index)))]
         for encoder in stores.values():
             encoder.store.add(digests, np.ones((len(digests), encoder.dimension), dtype=np.float32))
-        assert given.cost(session.context([topic]), probe.stored) == Cost(0, 30 + 15)  # of 30 candidates, MiniLM embeds 30, e5 15
+        # of the 30 candidates, MiniLM embeds 30 and e5 15: all stored now
+        assert given.cost(session.context([topic]), probe.stored) == Cost(0, 30 + 15)
         assert probe.kind(get_config("default"), topic) == "warm"
         assert all(encoder._encoder is None for encoder in stores.values())  # no model was loaded
