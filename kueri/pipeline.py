@@ -9,6 +9,7 @@ fixed topics, as scripts used it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def run_given(config: RunConfig, candidates: Run, topics: list[Topic], corpus: C
         return session.run_given(config, candidates, topics, source=source)
 
 
-class Pipeline:
+class Pipeline(AbstractContextManager):
     """A session's runs over fixed topics (``Pipeline(corpus, topics, context).run(config)``, as scripts use it):
     each index opened once, runs memoised, models loaded once (:class:`~kueri.session.Session`)."""
 
@@ -101,9 +102,6 @@ class Pipeline:
 
     def close(self) -> None:
         self.session.close()
-
-    def __enter__(self) -> Pipeline:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

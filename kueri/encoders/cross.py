@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -166,6 +166,14 @@ def encode_pairs(tokenizer: PairTokenizer, pairs: Sequence[tuple[str, str]]) -> 
     return [tokenizer.encode_pair(first, second) for first, second in pairs]
 
 
+class _Opened(NamedTuple):
+    """A cross-encoder opened in this process: its base, the graph's session, the session's workers."""
+
+    base: Base
+    session: Any
+    workers: int
+
+
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
     """Row-wise softmax with the fixed-order helpers of :mod:`kueri.arithmetic`."""
     shifted = np.asarray(logits, dtype=np.float64) - np.max(logits, axis=1, keepdims=True)
@@ -190,7 +198,7 @@ class CrossEncoder:
         self.base_name = base
         self.labels = self.tuned.labels
         self.tokenizer = pair_tokenizer(self.tuned.max_tokens, base)
-        self._opened: tuple[Base, Any, int] | None = None
+        self._opened: _Opened | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.path, self.rebuild, self.threads)
@@ -208,19 +216,19 @@ class CrossEncoder:
         return BertEncoder(f"{encoder.name}-cross", encoder.hidden, encoder.heads, encoder.eps, encoder.embedding_norm,
                            [*encoder.layers[:first], *self.tuned.layers])
 
-    def _open(self) -> tuple[Base, Any, int]:
+    def _open(self) -> _Opened:
         if self._opened is None:
             base = base_weights(self.base_name)
-            self._opened = (base, *open_graph_session(self.graph(base), self.threads, INSTALL_HINT))
+            self._opened = _Opened(base, *open_graph_session(self.graph(base), self.threads, INSTALL_HINT))
         return self._opened
 
     @property
     def base(self) -> Base:
-        return self._open()[0]
+        return self._open().base
 
     @property
     def session(self) -> Any:
-        return self._open()[1]
+        return self._open().session
 
     def states(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The first token's last hidden state of each pair (pairs x hidden): what the head reads."""
