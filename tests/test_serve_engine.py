@@ -585,7 +585,7 @@ def test_the_cost_probe_is_right_for_every_first_stage(tmp_path):
     second = {"second_stage": "second-stage-v2", "second_stage_cascade": get_config("default").second_stage_cascade}
     with Session(corpus, RunContext(tmp_path / "work", progress=False)) as session:
         stores = {name: session.encoder(name) for name in ("e5", "minilm")}
-        probe = CostProbe(session, stores)
+        probe = CostProbe(session, list(stores))
         kinds = {name: probe.kind(config, topic) for name, config in [
             ("lexical", get_config("default")), ("dense", get_config("dense-e5")),
             ("dense, second stage", get_config("dense-e5").with_changes(**second)),

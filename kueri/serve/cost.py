@@ -11,6 +11,7 @@ is cached is the answer cache's (:mod:`kueri.serve.cache`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Any
 
 from kueri.config import RunConfig
@@ -26,20 +27,20 @@ WARM_SHARE = 0.25
 
 
 class CostProbe:
-    """Probes questions over ``session`` (:class:`~kueri.session.Session`) against the stores of ``stores`` (the
-    stored encoders by name)."""
+    """Probes questions over ``session`` (:class:`~kueri.session.Session`) against the stores of its ``encoders`` (by
+    name: the session's stored encoders)."""
 
-    def __init__(self, session: Any, stores: dict[str, Any]) -> None:
-        self.session, self.stores = session, stores
+    def __init__(self, session: Any, encoders: Collection[str]) -> None:
+        self.session, self.encoders = session, encoders
 
     def stored(self, encoder: str, texts: list[str]) -> int:
         """How many of the passages with ``texts`` the store of ``encoder`` holds (all, for an encoder not stored)."""
         from kueri.encoders import text_digest
 
-        if encoder not in self.stores:
+        if encoder not in self.encoders:
             return len(texts)
         digests = [text_digest(text) for text in texts]
-        return len(digests) - len(self.stores[encoder].store.missing(digests))
+        return len(digests) - len(self.session.encoder(encoder).store.missing(digests))
 
     def kind(self, config: RunConfig, topic: Topic) -> str:
         """``warm`` or ``cold`` (see the module); on the pipeline thread."""

@@ -79,7 +79,9 @@ class Engine:
         self.run_context = RunContext(self.workdir, progress=progress)  # how every question's run goes
         self._queue = PipelineQueue(max_waiting, max_wait)
         self.session: Session | None = None  # what every question's run shares (made on the pipeline thread)
-        self._stores: dict[str, Any] = {}  # the stored encoders, by name (set at start)
+        # the encoders whose passage embeddings the offered configurations read (the session's, with their stores)
+        self._encoders = list(dict.fromkeys(name for config in self.configs.values()
+                                            for name in config.plan().encoders()))
         self._probe: CostProbe | None = None
         self._answers = AnswerCache()
         self._stopping = threading.Event()
@@ -130,10 +132,16 @@ class Engine:
             for config in self.configs.values():
                 for analyzer in config.plan().indexes():
                     session.index(analyzer)
-        names = dict.fromkeys(name for config in self.configs.values() for name in config.plan().encoders())
-        self._stores = {name: session.encoder(name) for name in names}
-        self._probe = CostProbe(session, self._stores)
+        for name in self._encoders:
+            session.encoder(name)  # its store read now (its model loads when first needed)
+        self._probe = CostProbe(session, self._encoders)
         self.session = session  # once its indexes are open: /api/health reads it from another thread
+
+    @property
+    def _stores(self) -> dict[str, Any]:
+        """The stored encoders, by name (the session's)."""
+        assert self.session is not None
+        return {name: self.session.encoder(name) for name in self._encoders}
 
     def _any_index(self) -> Any:
         assert self.session is not None
@@ -291,7 +299,7 @@ class Engine:
 
     def _embedded(self) -> int:
         """Passages the stored encoders have embedded so far."""
-        return sum(encoder.embedded for encoder in self._stores.values())
+        return sum(encoder.embedded for encoder in self._stores.values()) if self.session is not None else 0
 
     def _fill(self, ranking: Ranking, k: int) -> bool:
         """The texts, quality scores, stance labels and deciding sentences of the top ``k`` passages (computed once
