@@ -11,6 +11,7 @@ and each Ray task makes one session and asks it; a run's stages get their :class
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -108,8 +109,7 @@ class Session:
     def texts(self, who: str) -> Texts:
         """Passage texts by id for the stage ``who`` (named when a passage is missing): the stored text of any open
         index (it does not depend on the analyzer)."""
-        index = self._any_index()
-        return lambda ids: index.contents_of(ids, who)
+        return functools.partial(self._any_index().contents_of, stage=who)  # the index's own: no call back up here
 
     def encoder(self, name: str) -> Any:
         """The encoder ``name`` of :mod:`kueri.encoders`, loaded once: given, else with its passage embeddings in its
