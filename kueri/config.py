@@ -9,48 +9,32 @@ no network).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, make_dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from kueri.errors import KueriError
-from kueri.lucene import (
-    MAIN_ANALYZER,
-    SEARCH_FIELDS,
-    AnalyzerConfig,
-    FeedbackConfig,
-    Similarity,
-    stoplist_name,
-)
+from kueri.lucene import MAIN_ANALYZER, AnalyzerConfig, FeedbackConfig, Similarity, stoplist_name
 from kueri.quality.scores import DEBATER
-from kueri.stages import STAGES, Stage, compile_stages
+from kueri.stages import STAGES, Plan, Stage, compile_stages, flag_owners
 from kueri.stages import options as stage_options
+from kueri.stages.quality import QualitySettings
+from kueri.stages.retrieval import RetrievalSettings
+from kueri.stages.second_stage import SecondStageSettings
+from kueri.stages.stance import StanceSettings
 from kueri.stance.family import DEFAULT as DEFAULT_STANCE_MODEL
 
 RUN_ID = "seupd2122-kueri"
 
-#: What a configuration is besides its stages' settings: its name and words, the hits of its run, its tag, what
-#: kueri serve and the paper say of it, and the settings of stages registered after kueri's (name, value).
-_OWN_FIELDS: list[tuple[str, Any, Any]] = [
-    ("name", str, MISSING),
-    ("description", str, ""),
-    ("hits", int, 1000),
-    ("tag", str | None, None),  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
-    # The ranking score under which a question's top passages are weak evidence (kueri serve gives no verdict then);
-    # learned for a configuration's own scores by scripts/learn_evidence_threshold.py (None: not learned).
-    ("weak_score", float | None, None),
-    ("paper_ndcg5", float | None, None),  # official nDCG@5 of the paper's Table 1 row, if any
-    ("options", tuple[tuple[str, Any], ...], ()),  # settings of stages registered outside kueri (name, value)
-]
-
-
 class _Configuration:
-    """Everything that decides a run: the settings each stage declares (:attr:`kueri.stages.StageKind.options`, in
-    the order :data:`kueri.stages.STAGES` gives) and the configuration's own (name, hits, tag...).
+    """What a configuration does: compile into its stages, check them, apply a command's flags, name its run.
 
     :meth:`stages` compiles it into the stages a run applies: retrieval (``fuse`` of other named configurations,
     else relevance ``feedback``, else the title search), the learned ``second_stage``, ``quality_rerank``, the
     ``stance``. A stage registered after kueri's keeps its settings in :attr:`options`, read as attributes too.
     """
+
+    name: str
+    options: tuple[tuple[str, Any], ...]
 
     def __post_init__(self) -> None:
         if not 1 <= self.hits <= 1000:
@@ -69,7 +53,11 @@ class _Configuration:
     @property
     def manual(self) -> bool:
         """Uses relevance judgments at run time (not an automatic run)."""
-        return self.feedback is not None or any(get_config(name).manual for name in self.fuse)
+        return self.plan().reads_judgments()
+
+    def fused(self) -> list[RunConfig]:
+        """The named configurations whose runs this one fuses (``fuse``)."""
+        return [get_config(name) for name in self.fuse]
 
     @property
     def run_tag(self) -> str:
@@ -99,35 +87,34 @@ class _Configuration:
         """The stages this configuration asks for, in run order."""
         return compile_stages(self)
 
+    def plan(self) -> Plan:
+        """Its stages, to be asked as one (what they need, what they can do: :class:`~kueri.stages.plan.Plan`)."""
+        return Plan(self.stages())
+
     def with_overrides(self, overrides: Overrides) -> RunConfig:
-        """This configuration with the parts ``overrides`` sets replaced (what a command's flags ask for)."""
-        changes: dict[str, Any] = {}
-        analyzer = overrides.analyzer(self.analyzer)
-        if analyzer != self.analyzer:
-            changes["analyzer"] = analyzer
-        similarity = overrides.similarity_of(self.similarity)
-        if similarity != self.similarity:
-            changes["similarity"] = similarity
-        for name in ("fields", "filter_objects", "hits", "tag"):
-            value = getattr(overrides, name)
-            if value is not None:
-                changes[name] = value
-        known, own, extra = stage_options(), {f.name for f in fields(self)}, dict(self.options)  # type: ignore
+        """This configuration with the parts ``overrides`` sets replaced (what a command's flags ask for): each
+        setting's flags given make its new value (:meth:`~kueri.stages.settings.Option.changes`)."""
+        owners = flag_owners()
+        unknown = [name for name in overrides.stages if name not in owners]
+        if unknown:
+            raise KueriError(f"unknown stage setting {unknown[0]!r}; known: {', '.join(owners)}")
         settings: dict[str, Any] = {}
-        for name, given in overrides.stages.items():
-            if name not in known:
-                raise KueriError(f"unknown stage setting {name!r}; known: {', '.join(known)}")
-            settings.update(known[name].changes(given))  # "none" switches a stage off, "all" is every hit
+        for option in dict.fromkeys(owners[name] for name in overrides.stages):
+            if option.flags:
+                given = {dest: overrides.stages[dest] for dest in option.dests if dest in overrides.stages}
+                settings.update(option.changes(given, getattr(self, option.name)))
+            else:  # "none" switches a stage off, "all" is every hit
+                settings.update(option.changes(overrides.stages[option.name]))
+        known = stage_options()
         for name in list(settings):  # a setting of a stage that is off turns it on (with its default)
             switch = known[name].needs
             if switch and switch not in settings and getattr(self, switch) is None:
                 settings[switch] = known[switch].on
-        for name, value in settings.items():
-            if name in own:
-                if value != getattr(self, name):
-                    changes[name] = value
-            elif extra.get(name) != value:
-                extra[name] = value
+        settings.update({name: value for name, value in (("hits", overrides.hits), ("tag", overrides.tag))
+                         if value is not None})
+        own, extra = {f.name for f in fields(self)}, dict(self.options)  # type: ignore[arg-type]
+        changes = {name: value for name, value in settings.items() if name in own and value != getattr(self, name)}
+        extra.update({name: value for name, value in settings.items() if name not in own})
         if extra != dict(self.options):
             changes["options"] = tuple(sorted(extra.items()))
         return replace(self, **changes) if changes else self  # type: ignore[type-var]
@@ -137,74 +124,52 @@ class _Configuration:
         return "; ".join(stage.summary() for stage in self.stages())
 
 
-def _composed() -> type:
-    """The configuration's class: its own fields, then every stage's settings, in stage order (kueri's stages are
-    registered when :mod:`kueri.stages` is imported; a stage registered later keeps its settings in ``options``)."""
-    declared = [(option.name, option.annotation, field(default=option.default))
-                for kind in STAGES for option in kind.options]
-    own = [(name, annotation, field(default=default)) for name, annotation, default in _OWN_FIELDS]
-    cls = make_dataclass("RunConfig", [own[0], *declared, *own[1:]], bases=(_Configuration,), frozen=True,
-                         namespace={"__doc__": _Configuration.__doc__, "__module__": __name__})
-    return cls
-
-
-#: A run's configuration: a frozen dataclass composed of the stages' settings (``RunConfig(name=..., hits=...)``,
-#: ``config.stance_depth``, ``replace(config, ...)``).
-RunConfig: Any = _composed()
+@dataclass(frozen=True)
+class _Named:
+    name: str
 
 
 @dataclass(frozen=True)
-class Overrides:
-    """Parts of a configuration a user replaces (None: keep the configuration's).
+class RunConfig(_Configuration, StanceSettings, QualitySettings, SecondStageSettings, RetrievalSettings, _Named):
+    """Everything that decides a run: its name, every stage's settings (each declared once, in its stage's module,
+    in the order :data:`kueri.stages.STAGES` runs them) and the configuration's own: its words, the hits of its run,
+    its tag, what kueri serve and the paper say of it, and the settings of stages registered after kueri's (name,
+    value). ``RunConfig(name=..., hits=...)``, ``config.stance_depth``, ``replace(config, ...)``."""
 
-    The CLI fills one from its flags; :meth:`RunConfig.with_overrides` applies it. ``stemmer`` and the
-    stages' settings (``stages``, by name: ``second_stage``, ``stance_model``, ...; see
-    :func:`kueri.stages.options`) take ``"none"`` to turn a stage off, a depth ``"all"`` for every hit;
-    ``analyzer_preset`` starts the analysis from the original's ``baseline`` or ``main`` analyzer
-    before the single options apply.
+    description: str = ""
+    hits: int = 1000
+    tag: str | None = None  # None: the original's tag, e.g. seupd2122-kueri_kueristopv2_BM2_true
+    # The ranking score under which a question's top passages are weak evidence (kueri serve gives no verdict then);
+    # learned for a configuration's own scores by scripts/learn_evidence_threshold.py (None: not learned).
+    weak_score: float | None = None
+    paper_ndcg5: float | None = None  # official nDCG@5 of the paper's Table 1 row, if any
+    options: tuple[tuple[str, Any], ...] = ()  # settings of stages registered outside kueri (name, value)
+
+
+class Overrides:
+    """Parts of a configuration a user replaces (what a command's flags ask for; None: keep the configuration's).
+
+    ``stages`` (and any other keyword) are the values of the stages' settings' flags by name
+    (:func:`kueri.stages.flag_owners`): a setting of one flag by its own name (``second_stage``, ``stance_model``;
+    ``"none"`` turns a stage off, a depth ``"all"`` is every hit), one of several by its flag's (the analysis'
+    ``stoplist``, ``stemmer``, ``analyzer``: start from the original's ``baseline`` or ``main`` analyzer; the ranking's
+    ``similarity``, ``k1``...); ``hits`` and ``tag`` are the configuration's own.
     """
 
-    analyzer_preset: str | None = None  # baseline | main
-    stoplist: str | None = None
-    tokenizer: str | None = None
-    stemmer: str | None = None  # porter | none
-    possessive: bool | None = None
-    repeated_chars: bool | None = None
-    synonyms: str | None = None
-    similarity: str | None = None  # bm25 | lmd | tfidf
-    k1: float | None = None
-    b: float | None = None
-    mu: float | None = None
-    fields: tuple[tuple[str, float], ...] | None = None
-    filter_objects: str | None = None
-    hits: int | None = None
-    tag: str | None = None
-    stages: Mapping[str, Any] = field(default_factory=dict)  # stage settings by name (kueri.stages.options)
+    def __init__(self, hits: int | None = None, tag: str | None = None, stages: Mapping[str, Any] | None = None,
+                 **settings: Any) -> None:
+        self.hits, self.tag = hits, tag
+        given = {**(stages or {}), **settings}
+        self.stages = {name: tuple(value) if isinstance(value, list) else value for name, value in given.items()}
 
-    def __post_init__(self) -> None:
-        if self.analyzer_preset not in (None, "baseline", "main"):
-            raise KueriError(f"unknown analyzer {self.analyzer_preset!r}: use baseline or main")
-        if self.fields is not None:
-            unknown = {name for name, _ in self.fields} - set(SEARCH_FIELDS)
-            if unknown:
-                raise KueriError(f"unknown search field(s) {sorted(unknown)}: use {', '.join(SEARCH_FIELDS)}")
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Overrides) and (self.hits, self.tag, self.stages) == (other.hits, other.tag,
+                                                                                       other.stages)
 
-    def analyzer(self, base: AnalyzerConfig) -> AnalyzerConfig:
-        if self.analyzer_preset == "baseline":
-            base = AnalyzerConfig(stoplist="lucene")
-        elif self.analyzer_preset == "main":
-            base = MAIN_ANALYZER
-        changes = {name: getattr(self, name) for name in ("stoplist", "tokenizer", "possessive", "repeated_chars",
-                                                          "synonyms") if getattr(self, name) is not None}
-        if self.stemmer is not None:
-            changes["stemmer"] = None if self.stemmer == "none" else self.stemmer
-        return replace(base, **changes) if changes else base
+    __hash__ = None  # type: ignore[assignment]
 
-    def similarity_of(self, base: Similarity) -> Similarity:
-        params = {name: getattr(self, name) for name in ("k1", "b", "mu") if getattr(self, name) is not None}
-        if self.similarity is None and not params:
-            return base
-        return replace(base, kind=self.similarity or base.kind, **params)
+    def __repr__(self) -> str:
+        return f"Overrides(hits={self.hits!r}, tag={self.tag!r}, stages={self.stages!r})"
 
 
 def _row(number: int, ndcg5: float, description: str, **settings: Any) -> RunConfig:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import kueri
-from kueri.config import CONFIGS, DEFAULT, RunConfig, get_config
+from kueri.config import CONFIGS, DEFAULT, RunConfig
 from kueri.encoders import ENCODERS
 from kueri.environment import (
     RELEVANT_CPU_FLAGS,
@@ -66,20 +66,13 @@ def _pieces(java: dict[str, Any], lucene: dict[str, Any], wordnet: dict[str, Any
 
 
 def needs(config: RunConfig) -> set[str]:
-    """The pieces (:func:`_pieces`' names) a configuration needs to run."""
-    from kueri.second_stage.model import SecondStageModel
-
+    """The pieces (:func:`_pieces`' names) a configuration needs to run: what its stages say they read."""
+    plan = config.plan()
     needed = {"java", "lucene", "core"}
-    if config.analyzer.synonyms == "wordnet":
+    if any(analyzer.synonyms == "wordnet" for analyzer in plan.indexes()):
         needed.add("wordnet")
-    for name in config.fuse:
-        needed |= needs(get_config(name))
-    if config.second_stage:
-        encoders = SecondStageModel.load(config.second_stage).encoders
-        for name in encoders:
-            needed |= set(ENCODERS[name].distributions)
-    if config.dense:
-        needed |= set(ENCODERS[config.dense].distributions)
+    for name in plan.encoders():
+        needed |= set(ENCODERS[name].distributions)
     return needed
 
 

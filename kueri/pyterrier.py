@@ -23,8 +23,8 @@ says what to do (see :func:`kueri.lucene.jvm.find_jar`).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +34,13 @@ from kueri.files import writable_folder
 from kueri.fusion import DEFAULT_K, ranked, reciprocal_rank_fusion
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import TextCorpus, read_topics
-from kueri.pipeline import Pipeline, cached_index, default_workdir, run_given
+from kueri.pipeline import default_workdir
 from kueri.questions import extract_objects
 from kueri.records import NO_STANCE, Hit, Run, Topic
 from kueri.runcontext import RunContext
 from kueri.runfile import read_qrels
 from kueri.runfile import write_run as write_run_file
+from kueri.session import Session
 from kueri.stages import Stage, kind_named
 
 try:
@@ -70,37 +71,40 @@ def qrels(path: str | Path) -> pd.DataFrame:
 
 @dataclass
 class Index:
-    """A corpus with its run context (its work folder, bad lines; no progress bars): the index of any analysis,
-    built or reused exactly as the CLI does."""
+    """A corpus's :class:`~kueri.session.Session` (its work folder, bad lines; no progress bars) and the analysis of
+    this handle: the index of any analysis, built or reused exactly as the CLI does, and what kueri's stages load,
+    shared by every transformer made of it."""
 
-    corpus: Path
-    run_context: RunContext
+    session: Session
     analyzer: AnalyzerConfig
-    _open: dict[AnalyzerConfig, LuceneIndex] = field(default_factory=dict, repr=False)
-    _shared: dict[Hashable, Any] = field(default_factory=dict, repr=False)  # models and encoders, loaded once
+
+    @property
+    def corpus(self) -> Path:
+        return Path(self.session.corpus)  # type: ignore[arg-type]
+
+    @property
+    def run_context(self) -> RunContext:
+        return self.session.run_context
 
     def lucene(self, analyzer: AnalyzerConfig | None = None) -> LuceneIndex:
         """The open Lucene index of ``analyzer`` (this handle's by default)."""
-        analyzer = analyzer or self.analyzer
-        if analyzer not in self._open:
-            self._open[analyzer] = cached_index(self.corpus, analyzer, self.run_context)
-        return self._open[analyzer]
+        return self.session.index(analyzer or self.analyzer)
 
     def with_analyzer(self, analyzer: AnalyzerConfig) -> Index:
-        """The same corpus and work folder under another analysis (open indexes are shared)."""
-        return Index(self.corpus, self.run_context, analyzer, self._open, self._shared)
+        """The same corpus and session under another analysis."""
+        return Index(self.session, analyzer)
 
-    def context(self, topics: list[Topic]) -> Pipeline:
-        """The context kueri's stages run in over ``topics``, sharing this handle's indexes and models."""
+    def context(self, topics: list[Topic]) -> Any:
+        """The context kueri's stages run in over ``topics`` (:meth:`~kueri.session.Session.context`)."""
         self.lucene()  # its own index first: stages that take any index's texts take this one
-        return Pipeline(self.corpus, topics, self.run_context, indexes=self._open, shared=self._shared)
+        return self.session.context(topics)
 
 
 def index(corpus: str | Path, config: str = "default", workdir: str | Path | None = None,
           skip_bad: bool = False) -> Index:
     """The index of ``corpus`` for configuration ``config``'s analysis, in ``workdir`` (as ``kueri run``)."""
-    folder = writable_folder(workdir or default_workdir(), "work folder")
-    handle = Index(Path(corpus), RunContext(folder, progress=False, skip_bad=skip_bad), get_config(config).analyzer)
+    session = Session(Path(corpus), RunContext(Path(workdir) if workdir else None, progress=False, skip_bad=skip_bad))
+    handle = Index(session, get_config(config).analyzer)
     handle.lucene()  # build (or reuse) it now, as the CLI does
     return handle
 
@@ -328,7 +332,12 @@ class Rerank(pt.Transformer):
                  workdir: str | Path | None = None) -> None:
         self.config = get_config(config)
         self.corpus = Path(corpus) if corpus is not None else None
-        self.workdir = writable_folder(workdir or default_workdir(), "work folder")
+        self.run_context = RunContext(writable_folder(workdir or default_workdir(), "work folder"), progress=False)
+        self._session = Session(self.corpus, self.run_context) if self.corpus is not None else None
+
+    @property
+    def workdir(self) -> Path:
+        return self.run_context.workdir  # type: ignore[return-value]
 
     @property
     def transform_inputs(self) -> list[list[str]]:
@@ -341,10 +350,12 @@ class Rerank(pt.Transformer):
         who = f"Rerank({self.config.name})"
         _require(results, ["qid", "query", "docno", "score", *([] if self.corpus else ["text"])], who)
         records = topic_records(results, who, extract=True)
-        corpus = self.corpus or TextCorpus(dict(zip(results["docno"].astype(str), results["text"].astype(str),
-                                                    strict=True)), f"the candidates given to {who}")
-        run = run_given(self.config, run_of(results), records, corpus, RunContext(self.workdir, progress=False),
-                        source=who)
+        if self._session is not None:  # the transformer's one session over its corpus
+            run = self._session.run_given(self.config, run_of(results), records, source=who)
+        else:  # the frame's candidates are a corpus of their own
+            texts = dict(zip(results["docno"].astype(str), results["text"].astype(str), strict=True))
+            with Session(TextCorpus(texts, f"the candidates given to {who}"), self.run_context) as session:
+                run = session.run_given(self.config, run_of(results), records, source=who)
         return frame_of(run, results, stance=_labels_stance(self.config) or "stance" in results.columns)
 
     def __repr__(self) -> str:

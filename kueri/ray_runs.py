@@ -4,7 +4,7 @@ The driver (this process) connects first (an unreachable cluster is one line bef
 indexes the configuration searches in its work folder, and cuts the topics (for given candidates: the candidates'
 topics, in their order) into batches of at most ``--ray-batch``. Each batch is one task that applies the
 configuration's stages after the index (first stage, second stage, quality, stance) to its topics on a node, in a
-:class:`~kueri.pipeline.Pipeline` over the driver's open indexes: every stage works topic by topic (a topic's hits,
+:class:`~kueri.session.Session` over the driver's open indexes: every stage works topic by topic (a topic's hits,
 features, embeddings and labels do not depend on the other topics), so the batches' runs joined in batch order are
 the local run, and the file is byte for byte the local command's. A stage that lists topics by number instead of in
 the topics' order (``orders_topics``: feedback, fusion, quality) is followed: the joined run is then sorted as it
@@ -32,12 +32,8 @@ import hashlib
 import io
 import json
 import logging
-import os
-import resource
 import shutil
 import tarfile
-import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,25 +42,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from kueri.errors import EnvironmentProblem, KueriError
-from kueri.files import file_lock, write_bytes_atomic
-from kueri.pipeline import Pipeline, corpus_fingerprint, validate_run
+from kueri.files import write_bytes_atomic
+from kueri.indexes import corpus_fingerprint
+from kueri.ray_tasks import Done, Job, run_batch
 from kueri.records import Hit, Run, Topic, topic_key
-from kueri.runcontext import RunContext
 from kueri.scaleout import RAY_BATCH
+from kueri.session import Session, validate_run
+from kueri.stages.given import given_stages
+from kueri.stages.plan import Plan
 
 if TYPE_CHECKING:
     from kueri.config import RunConfig
-    from kueri.lucene import AnalyzerConfig, LuceneIndex
+    from kueri.lucene import LuceneIndex
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: Passages embedded on the nodes are appended to the driver's store this many at a time (fewer, larger chunks).
 APPEND_PASSAGES = 512
-
-#: Vectors a worker process keeps of what it embedded itself (for a node that does not see the store): a bound on
-#: its memory (e5's 768 float32 are 3 KB a passage).
-WORKER_CACHE_PASSAGES = 20_000
 
 
 @dataclass
@@ -78,9 +73,9 @@ class RayRun:
     copy_index: bool = False
     journal: Path | None = field(default=None, repr=False)
 
-    def run(self, pipeline: Pipeline, config: RunConfig, candidates: Run | None = None) -> Run:
-        """:func:`run_on_ray` (what :func:`kueri.pipeline.run_config` and ``run_given`` call it for)."""
-        return run_on_ray(pipeline, config, self, candidates)
+    def run(self, session: Session, config: RunConfig, topics: list[Topic], candidates: Run | None = None) -> Run:
+        """:func:`run_on_ray` (a session made with this as its ``elsewhere`` asks it for its runs)."""
+        return run_on_ray(session, config, topics, self, candidates)
 
     def forget(self) -> None:
         if self.journal is not None:
@@ -88,74 +83,30 @@ class RayRun:
             self.journal = None
 
 
-@dataclass(frozen=True)
-class _Job:
-    """What every task of one run shares (it travels once through the object store)."""
-
-    config: RunConfig
-    corpus: str  # named in messages only: the nodes read the indexes, never the corpus
-    indexes: tuple[tuple[AnalyzerConfig, str, str], ...]  # analyzer, the driver's index folder, its ids' digest
-    packed: tuple[Any, ...]  # with --ray-copy-index: an object ref per index, its folder as a tar
-    workdir: str  # the driver's work folder: its embedding stores are read where a node sees them
-    encoders: tuple[str, ...]  # the encoders whose passage embeddings the stages read
-    vectors: tuple[tuple[str, str], ...]  # (index folder, encoder) of a dense first stage's vectors
-    skip_bad: bool
-
-
-@dataclass
-class _Done:
-    """What a task sends back."""
-
-    run: Run
-    embedded: dict[str, tuple[list[bytes], bytes]]  # encoder -> the passages it embedded: digests, float32 bytes
-    kernels: str  # the node's kernel class ("" when no encoder was used)
-    started: float  # wall clock (time.time) on the node: when it began and ended, for how many ran at once
-    ended: float
-    cpu: float  # CPU seconds of the worker process in the task (every thread: the JVM's, onnxruntime's)
-    peak_mb: float  # the worker process's peak resident memory so far
-
-
 # -- the driver -----------------------------------------------------------------------------------------------------
 
 
-def analyzers_of(config: RunConfig) -> list[AnalyzerConfig]:
-    """The analyzers of the indexes ``config``'s run searches (a fusion's: those of the configurations it fuses)."""
-    from kueri.config import get_config
-
-    if not config.fuse:
-        return [config.analyzer]
-    found: list[AnalyzerConfig] = []
-    for name in config.fuse:
-        for analyzer in analyzers_of(get_config(name)):
-            if analyzer not in found:
-                found.append(analyzer)
-    return found
-
-
-def run_on_ray(pipeline: Pipeline, config: RunConfig, ray_run: RayRun, candidates: Run | None = None) -> Run:
-    """``pipeline.run(config)`` (``candidates``: ``pipeline.run_given(config, candidates)``) with the topics as tasks
-    of the Ray cluster at ``ray_run.address``: the same run, validated."""
+def run_on_ray(session: Session, config: RunConfig, topics: list[Topic], ray_run: RayRun,
+               candidates: Run | None = None) -> Run:
+    """``session.run(config, topics)`` (``candidates``: ``session.run_given(config, candidates, topics)``) with the
+    topics as tasks of the Ray cluster at ``ray_run.address``: the same run, validated."""
     from kueri.scaleout import connect
 
     if ray_run.batch < 1:
         raise KueriError(f"--ray-batch must be at least 1, not {ray_run.batch}")
     ray = connect(ray_run.address)  # before any work: an unreachable cluster is one line at once
-    if pipeline.adapt:
-        config = pipeline.adapt(config)
-    stages = config.stages()
-    indexes = {analyzer: pipeline.index(analyzer) for analyzer in analyzers_of(config)}
-    vectors = _prepare_vectors(pipeline, stages)
-    encoders = tuple(sorted({name for stage in stages[1:] for name in stage.embeds()}
-                            | {encoder for _, encoder in vectors}))
+    plan = config.plan() if candidates is None else Plan(given_stages(config, candidates))
+    indexes = {analyzer: session.index(analyzer) for analyzer in plan.indexes()}
+    plan.prepare(session.context(topics))  # a dense search's vectors, made here when missing (kueri embed: on Ray)
     packed = tuple(ray.put(_pack(index.path)) for index in indexes.values()) if ray_run.copy_index else ()
-    job = _Job(config, str(pipeline.corpus), tuple((a, str(i.path), _ids_digest(i)) for a, i in indexes.items()),
-               packed, str(pipeline.workdir), encoders, tuple(vectors), pipeline.run_context.skip_bad)
+    job = Job(config, str(session.corpus), tuple((a, str(i.path), _ids_digest(i)) for a, i in indexes.items()),
+              packed, str(session.workdir), tuple(sorted(plan.encoders())), session.run_context.skip_bad)
 
-    by_number = {topic.number: topic for topic in pipeline.topics}
-    order = list(candidates) if candidates is not None else list(dict.fromkeys(t.number for t in pipeline.topics))
+    by_number = {topic.number: topic for topic in topics}
+    order = list(candidates) if candidates is not None else list(dict.fromkeys(t.number for t in topics))
     batches = [order[start : start + ray_run.batch] for start in range(0, len(order), ray_run.batch)]
-    key = _run_key(config, pipeline.topics, corpus_fingerprint(pipeline.corpus), candidates, ray_run.batch, job)
-    ray_run.journal = pipeline.workdir / f"ray-run-{key}"
+    key = _run_key(config, topics, corpus_fingerprint(session.corpus), candidates, ray_run.batch, job)
+    ray_run.journal = session.workdir / f"ray-run-{key}"
     finished = _finished(ray_run.journal, len(batches))
     if finished:
         log.info("Ray run: %d of %d batches finished before, kept in %s", len(finished), len(batches),
@@ -170,24 +121,18 @@ def run_on_ray(pipeline: Pipeline, config: RunConfig, ray_run: RayRun, candidate
     results = dict(finished)
     stats = _Stats()
     for number, done in _dispatch(ray, ray_run, job, todo, len(order), sum(len(batches[n]) for n in finished),
-                                  pipeline.run_context.progress, stats):
+                                  session.run_context.progress, stats):
         _save(ray_run.journal, number, done.run)
         results[number] = done.run
     merged: Run = {}
     for number in range(len(batches)):
         merged.update(results[number])
-    if any(getattr(stage, "orders_topics", False) for stage in [*stages, *_fused_stages(config)]):
+    if plan.orders_topics():
         merged = {qid: merged[qid] for qid in sorted(merged, key=topic_key)}
-    validate_run(merged, pipeline.topics, config.hits)
+    validate_run(merged, topics, config.hits)
     log.info("Ray run: %d topics in %d tasks (%d finished before) on %s; %s", len(order), stats.tasks,
              len(finished), ray_run.address, stats.summary())
     return merged
-
-
-def _fused_stages(config: RunConfig) -> list[Any]:
-    from kueri.config import get_config
-
-    return [stage for name in config.fuse for stage in get_config(name).stages()]
 
 
 @dataclass
@@ -200,7 +145,7 @@ class _Stats:
     peak_mb: float = 0.0
     embedded: int = 0
 
-    def add(self, done: _Done) -> None:
+    def add(self, done: Done) -> None:
         self.spans.append((done.started, done.ended))
         self.cpu += done.cpu
         self.topics += len(done.run)
@@ -228,15 +173,15 @@ class _Stats:
                 f"{self.peak_mb:.0f} MB, {self.embedded} passages embedded on the nodes")
 
 
-def _dispatch(ray: Any, ray_run: RayRun, job: _Job, todo: Iterator[tuple[int, list[Topic], Run | None]],
-              topics: int, done_before: int, progress: bool, stats: _Stats) -> Iterator[tuple[int, _Done]]:
+def _dispatch(ray: Any, ray_run: RayRun, job: Job, todo: Iterator[tuple[int, list[Topic], Run | None]],
+              topics: int, done_before: int, progress: bool, stats: _Stats) -> Iterator[tuple[int, Done]]:
     """Every batch of ``todo`` as a task, at most twice the cluster's CPUs in flight; each result as it comes back
     (any order), its embeddings in the store first. The bar counts topics done across the cluster."""
     from kueri import encoders
     from kueri.progress import progress_bar
     from kueri.scaleout import TASK_RETRIES, cluster_cpus
 
-    task = ray.remote(max_retries=TASK_RETRIES, num_cpus=1)(_run_batch)
+    task = ray.remote(max_retries=TASK_RETRIES, num_cpus=1)(run_batch)
     job_ref = ray.put(job)
     window = 2 * cluster_cpus(ray)
     here = encoders.kernel_class() if job.encoders else ""
@@ -282,7 +227,7 @@ def _signalled(call: Callable[[], T]) -> T:
         raise
 
 
-def _result(ray: Any, ref: Any, topics: list[Topic], address: str) -> _Done:
+def _result(ray: Any, ref: Any, topics: list[Topic], address: str) -> Done:
     """A task's result; its failure as one line naming its topics (a kueri error keeps its own message)."""
     import ray.exceptions as errors
 
@@ -306,7 +251,7 @@ def _result(ray: Any, ref: Any, topics: list[Topic], address: str) -> _Done:
 
 
 class _Appender:
-    """The driver's stores, getting the nodes' embeddings through their normal append path, a chunk of
+    """The driver's stores, getting the nodes' embeddings through their normal add path, a chunk of
     :data:`APPEND_PASSAGES` at a time (what a lost driver loses at most: the next run embeds them again)."""
 
     def __init__(self, workdir: str, names: Iterable[str]) -> None:
@@ -330,30 +275,10 @@ class _Appender:
             self._append(name)
 
     def _append(self, name: str) -> None:
-        waiting, store = self._waiting[name], self._stores[name]
-        if not waiting:
-            return
-        with store.lock():
-            store.refresh()  # another process may have added some meanwhile: the same bits
-            new = [digest for digest in waiting if digest not in store]
-            if new:
-                store.append(new, np.stack([waiting[digest] for digest in new]))
+        waiting = self._waiting[name]
+        if waiting:
+            self._stores[name].add(list(waiting), np.stack(list(waiting.values())))
         waiting.clear()
-
-
-def _prepare_vectors(pipeline: Pipeline, stages: list[Any]) -> list[tuple[str, str]]:
-    """The vector indexes a dense or hybrid first stage searches, made here when missing (``kueri embed`` does it on
-    Ray): (index folder, encoder) for the nodes to open."""
-    from kueri.stages.retrieval import Dense, Hybrid
-
-    first = stages[0] if stages else None
-    dense = first.dense if isinstance(first, Hybrid) else first if isinstance(first, Dense) else None
-    if dense is None:
-        return []
-    index = pipeline.index(dense.analyzer)
-    pipeline.shared(("vectors", str(index.path), dense.encoder),
-                    lambda: dense.vectors(index, pipeline))
-    return [(str(index.path), dense.encoder)]
 
 
 def _ids_digest(index: LuceneIndex) -> str:
@@ -363,7 +288,7 @@ def _ids_digest(index: LuceneIndex) -> str:
 
 
 def _run_key(config: RunConfig, topics: list[Topic], corpus: Any, candidates: Run | None, batch: int,
-             job: _Job) -> str:
+             job: Job) -> str:
     """What decides a run's batches: a finished batch is reused only under the same key."""
     digest = hashlib.sha256()
     for part in (repr(config), repr(topics), json.dumps(corpus, sort_keys=True), str(batch),
@@ -406,171 +331,3 @@ def _pack(folder: Path) -> bytes:
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(folder, arcname=folder.name)
     return buffer.getvalue()
-
-
-# -- on a node ------------------------------------------------------------------------------------------------------
-
-#: A worker process's open indexes, models and encoders, kept for its next tasks.
-_WORKER_INDEXES: dict[str, LuceneIndex] = {}
-_WORKER_SHARED: dict[Any, Any] = {}
-_WORKER_ENCODERS: dict[str, Any] = {}
-
-
-def _run_batch(batch: tuple[int, list[Topic], Run | None], job: _Job) -> _Done:
-    """On a Ray worker: the run of one batch of topics (given candidates: of theirs), unvalidated (the driver
-    validates the whole run), and the passage embeddings it computed."""
-    from kueri import encoders
-    from kueri.lucene import LuceneIndex
-
-    started, cpu = time.time(), time.process_time()
-    number, topics, given = batch
-    os.environ["KUERI_WORKERS"] = "1"  # a task has one CPU: the stance labels in this process, never in a pool
-    indexes: dict[AnalyzerConfig, LuceneIndex] = {}
-    by_path: dict[str, LuceneIndex] = {}
-    for (analyzer, path, ids), packed in zip(job.indexes, job.packed or [None] * len(job.indexes), strict=True):
-        folder = _node_index(path, ids, packed)
-        if folder not in _WORKER_INDEXES:
-            _WORKER_INDEXES[folder] = LuceneIndex(folder)
-        indexes[analyzer] = by_path[path] = _WORKER_INDEXES[folder]
-    # nothing is written to this work folder (the indexes are given, the encoders are the task's)
-    pipeline = _TaskPipeline(job.corpus, topics, RunContext(Path(tempfile.gettempdir()) / "kueri-ray-work",
-                                                            progress=False, skip_bad=job.skip_bad),
-                             indexes=dict(indexes), shared=_WORKER_SHARED)
-    encoders_here = {name: _TaskEncoder.of(name, job.workdir) for name in job.encoders}
-    for name, encoder in encoders_here.items():
-        encoder.begin()
-        _WORKER_SHARED[("stored-encoder", name, str(pipeline.workdir))] = encoder
-    for path, encoder_name in job.vectors:
-        key = ("vectors", str(by_path[path].path), encoder_name)
-        if key not in _WORKER_SHARED:
-            from kueri.dense import open_vectors
-
-            _WORKER_SHARED[key] = open_vectors(by_path[path], encoder_name, encoders.get(encoder_name).key())
-    run = pipeline.run(job.config) if given is None else pipeline.run_given(job.config, given)
-    embedded = {name: encoder.new() for name, encoder in encoders_here.items()}
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
-    return _Done(run, {name: new for name, new in embedded.items() if new[0]},
-                 encoders.kernel_class() if job.encoders else "", started, time.time(), time.process_time() - cpu,
-                 peak)
-
-
-def _node_index(path: str, ids: str, packed: Any) -> str:
-    """The folder of an index on this node: the driver's own where this node sees it (the same ids), else the copy
-    that travelled (``packed``), unpacked once per node into its temp folder."""
-    from kueri.lucene.vectors import ids_digest
-
-    if packed is None:
-        if not Path(path).is_dir():
-            raise EnvironmentProblem(f"{path}: this Ray node does not see the index (give a work folder every node "
-                                     "sees, or --ray-copy-index)")
-        return path
-    root = Path(tempfile.gettempdir()) / "kueri-ray-indexes"
-    target = root / f"{Path(path).name}-{ids[:16]}"
-    root.mkdir(parents=True, exist_ok=True)
-    with file_lock(root / f"{target.name}.lock", f"the copy of {path}"):
-        if target.is_dir() and ids_digest(target / Path(path).name) == ids:
-            return str(target / Path(path).name)
-        shutil.rmtree(target, ignore_errors=True)
-        partial = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=root))
-        import ray
-
-        data = packed if isinstance(packed, bytes) else ray.get(packed)
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-            tar.extractall(partial, filter="data")
-        partial.rename(target)
-    return str(target / Path(path).name)
-
-
-class _TaskPipeline(Pipeline):
-    """A pipeline over the driver's open indexes for one batch of topics: nothing is built or cached here, and an
-    empty run is no error (the batch's topics may all retrieve nothing; the driver checks the whole run)."""
-
-    def index(self, analyzer: AnalyzerConfig) -> LuceneIndex:
-        if analyzer not in self._indexes:
-            raise KueriError(f"a Ray task was given no index of {analyzer.summary()}")
-        return self._indexes[analyzer]
-
-    def _apply(self, stages: list[Any], hits: int) -> Run:
-        run: Run = {}
-        for stage in stages:
-            run = stage.apply(run, self)
-        if run:
-            validate_run(run, self.topics, hits)
-        return run
-
-
-class _TaskEncoder:
-    """An encoder on a node: passage embeddings from the driver's store where this node sees it, else from what this
-    worker embedded before, else embedded here (and sent back to the driver, :meth:`new`). Never writes a store."""
-
-    def __init__(self, name: str, workdir: str) -> None:
-        from kueri import encoders
-
-        entry = encoders.get(name)
-        self.name, self.dimension = name, entry.dimension
-        self._entry = entry
-        self._encoder: Any = None
-        self.store = entry.store(workdir) if Path(workdir).is_dir() else None
-        self._kept: dict[bytes, np.ndarray] = {}
-        self._new: dict[bytes, np.ndarray] = {}
-        self.progress = False
-        self.embedded = 0
-
-    @classmethod
-    def of(cls, name: str, workdir: str) -> _TaskEncoder:
-        """This worker's encoder ``name`` (made once, its model loaded once on first need)."""
-        key = f"{name}\0{workdir}"
-        if key not in _WORKER_ENCODERS:
-            _WORKER_ENCODERS[key] = cls(name, workdir)
-        return _WORKER_ENCODERS[key]
-
-    def begin(self) -> None:
-        """A new task: what the driver added to its store since is read; nothing new yet."""
-        if self.store is not None:
-            self.store.refresh()
-        self._new = {}
-
-    def new(self) -> tuple[list[bytes], bytes]:
-        digests = list(self._new)
-        vectors = np.stack([self._new[d] for d in digests]) if digests else np.zeros((0, self.dimension), np.float32)
-        return digests, np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
-
-    @property
-    def encoder(self) -> Any:
-        if self._encoder is None:
-            self._encoder = self._entry.load(threads=1)  # one task, one core
-        return self._encoder
-
-    def queries(self, texts: list[str]) -> np.ndarray:
-        return self.encoder.queries(texts)
-
-    def passages(self, texts: list[str]) -> np.ndarray:
-        from kueri.encoders import CHUNK_PASSAGES, text_digest
-
-        digests = [text_digest(text) for text in texts]
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        stored = [i for i, d in enumerate(digests) if self.store is not None and d in self.store]
-        if stored:
-            out[stored] = self.store.vectors([digests[i] for i in stored])  # type: ignore[union-attr]
-        todo: dict[bytes, str] = {}
-        for i, digest in enumerate(digests):
-            if self.store is not None and digest in self.store:
-                continue
-            if digest in self._kept:
-                out[i] = self._kept[digest]
-            else:
-                todo.setdefault(digest, texts[i])
-        missing = list(todo)
-        for start in range(0, len(missing), CHUNK_PASSAGES):
-            part = missing[start : start + CHUNK_PASSAGES]
-            vectors = np.asarray(self.encoder.passages([todo[d] for d in part]), dtype=np.float32)
-            if len(self._kept) + len(part) > WORKER_CACHE_PASSAGES:
-                self._kept.clear()
-            for digest, vector in zip(part, vectors, strict=True):
-                self._kept[digest] = vector
-                self._new[digest] = vector
-            self.embedded += len(part)
-        for i, digest in enumerate(digests):
-            if digest in todo:
-                out[i] = self._new[digest]
-        return out

@@ -19,8 +19,9 @@ from typing import Any
 class RunContext:
     """``workdir``: the work folder of indexes and caches (None: kueri's default where one is needed, none at all
     for a search of one given index); ``progress``: bars for what a user waits on; ``skip_bad``: skip and count
-    bad corpus lines instead of stopping; ``workers``: processes side by side (None: ``KUERI_WORKERS``, else 2
-    on 2+ cores)."""
+    bad corpus lines instead of stopping; ``workers``: processes (and Lucene's search threads) side by side, in every
+    stage (None: ``KUERI_WORKERS``, else 2 on 2+ cores, resolved once when a session is made: nothing reads the
+    environment during a run)."""
 
     workdir: Path | None = None
     progress: bool = True

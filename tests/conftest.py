@@ -119,7 +119,7 @@ class SessionWork:
     The default run (``my-software.sh``, :meth:`default_run`) is made first in it, nothing cached: it must build its
     index and embed its candidates itself, as its tests read in what it reports. It starts in the background as the
     session begins (:meth:`start_default_run`), so the tests that do not need it run meanwhile on the other core.
-    Anything else that builds the default's index here waits for it (:class:`SamplePipeline`), and the ``workdir``
+    Anything else that builds the default's index here waits for it (:class:`SampleSession`), and the ``workdir``
     fixture is the folder after it. Worker processes share the folder and the run: the first makes it, under a lock
     the others wait on (as kueri's own processes share a work folder's entries).
     """
@@ -222,34 +222,39 @@ def row15_cli_run(workdir, tmp_path_factory) -> Path:
     return path
 
 
-def sample_pipeline_class():  # noqa: ANN201 - kueri.pipeline is imported lazily, as by every fixture here
-    from kueri.config import get_config
-    from kueri.pipeline import Pipeline
-    from kueri.runcontext import RunContext
+class SampleSession:
+    """The sample's :class:`~kueri.session.Session` in the session's work folder, over every topic: the default's
+    index is the default run's (a run or an index that reads it waits for that run first)."""
 
-    default_analyzer = get_config("default").analyzer
+    def __init__(self, work: SessionWork, topics: list) -> None:
+        from kueri.config import get_config
+        from kueri.runcontext import RunContext
+        from kueri.session import Session
 
-    class SamplePipeline(Pipeline):
-        """The sample's pipeline in the session's work folder: the default's index is the default run's."""
+        self.session = Session(SAMPLE_CORPUS, RunContext(work.folder, progress=False))
+        self.work, self.topics, self.workdir = work, topics, self.session.workdir
+        self.default_analyzer = get_config("default").analyzer
 
-        def __init__(self, work: SessionWork, topics: list) -> None:
-            super().__init__(SAMPLE_CORPUS, topics, RunContext(work.folder, progress=False))
-            self.work = work
+    def _after_default_run(self, analyzers) -> None:  # noqa: ANN001 - the analyses a call reads
+        if self.default_analyzer in analyzers:
+            self.work.default_run()
 
-        def index(self, analyzer):  # noqa: ANN001, ANN201 - Pipeline.index's
-            if analyzer == default_analyzer:
-                self.work.default_run()
-            return super().index(analyzer)
+    def index(self, analyzer):  # noqa: ANN001, ANN201 - Session.index's
+        self._after_default_run([analyzer])
+        return self.session.index(analyzer)
 
-    return SamplePipeline
+    def run(self, config):  # noqa: ANN001, ANN201 - Session.run's, over every topic
+        self._after_default_run(config.plan().indexes())
+        return self.session.run(config, self.topics)
 
 
 @pytest.fixture(scope="session")
 def sample_pipeline(session_work, topics):
-    """The sample's pipeline over the session's work folder and every topic: each index is built once, each
+    """The sample's session over the session's work folder and every topic: each index is built once, each
     configuration's run computed once (Table 1, row 15, the dense runs...) for every module that asks."""
-    with sample_pipeline_class()(session_work, topics) as pipeline:
-        yield pipeline
+    sample = SampleSession(session_work, topics)
+    with sample.session:
+        yield sample
 
 
 @pytest.fixture(scope="session")

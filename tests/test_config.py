@@ -33,8 +33,8 @@ def test_a_stoplist_override_keeps_the_rest_of_the_analyzer_and_says_so():
 
 
 def test_analyzer_presets_then_single_options():
-    assert get_config("row-07").with_overrides(Overrides(analyzer_preset="main")).analyzer == MAIN_ANALYZER
-    baseline = get_config("row-15").with_overrides(Overrides(analyzer_preset="baseline", tokenizer="letter"))
+    assert get_config("row-07").with_overrides(Overrides(analyzer="main")).analyzer == MAIN_ANALYZER
+    baseline = get_config("row-15").with_overrides(Overrides(analyzer="baseline", tokenizer="letter"))
     assert baseline.analyzer == AnalyzerConfig("lucene", tokenizer="letter")
 
 
@@ -94,7 +94,9 @@ def test_old_spellings_still_work_for_a_release_with_a_warning(caplog):
 
 def test_bad_overrides_are_clear_errors():
     with pytest.raises(KueriError, match="unknown search field"):
-        Overrides(fields=(("title", 1.0),))
+        get_config("row-01").with_overrides(Overrides(fields=(("title", 1.0),)))
+    with pytest.raises(KueriError, match="unknown analyzer 'lucene'"):
+        get_config("row-01").with_overrides(Overrides(analyzer="lucene"))
     with pytest.raises(KueriError, match="unknown similarity"):
         get_config("row-01").with_overrides(Overrides(similarity="dfr"))
     with pytest.raises(KueriError, match="unknown stoplist 'nope'"):

@@ -66,3 +66,16 @@ def test_states_are_e5s_own_first_token_states(files):
         assert np.array_equal(row, expected)
     logits = states.astype(np.float64) @ head.weight.astype(np.float64) + head.bias
     assert np.allclose(cross.logits(pairs), logits, atol=1e-5)
+
+
+def test_the_cross_encoders_bases_are_the_registrys():
+    """The bases, their checksums, weights and pair tokenizers are the encoder registry's: the cross-encoder names
+    none of them."""
+    from pathlib import Path
+
+    from kueri.encoders import ENCODERS, cross
+
+    assert set(cross.BASES) == {"e5", "minilm"}
+    assert all(cross.BASES[name] == entry.model_sha256 for name, entry in ENCODERS.items())
+    source = Path(cross.__file__).read_text(encoding="utf-8")
+    assert '"e5"' not in source and "MODEL_SHA256" not in source and "== \"minilm\"" not in source

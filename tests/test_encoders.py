@@ -4,6 +4,7 @@ dense retrieval and kueri serve (appends only; killed writers and concurrent wri
 from __future__ import annotations
 
 import ast
+import asyncio
 import hashlib
 import logging
 import os
@@ -169,7 +170,7 @@ def test_a_damaged_npz_cache_or_chunk_is_one_warning_line_never_an_error(tmp_pat
 WRITER = textwrap.dedent("""
     import sys, time
     import numpy as np
-    from kueri.encoders import store
+    from kueri.encoders import store, stored
 
     class Slow:
         dimension = 3
@@ -180,9 +181,9 @@ WRITER = textwrap.dedent("""
             self.count += len(texts)
             return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32).reshape(-1, 3)
 
-    store.CHUNK_PASSAGES = 25
+    stored.CHUNK_PASSAGES = 25
     slow = Slow()
-    encoder = store.StoredEncoder(slow, store.EmbeddingStore(sys.argv[1], 3))
+    encoder = stored.StoredEncoder(slow, store.EmbeddingStore(sys.argv[1], 3))
     encoder.passages([f"passage {i} " + "a" * (i % 7) for i in range(int(sys.argv[2]))])
     print(slow.count)
 """)
@@ -259,10 +260,10 @@ def test_after_kueri_embed_a_new_question_to_serve_embeds_no_passage(tmp_path, c
             engine.start(preembed=False)
         for name in ENCODERS:
             assert f"serve: 40 of the corpus' 40 passages are embedded by {name} (100 %)" in caplog.text
-        stored = engine.queue.submit(engine._stored_encoders).result()
+        stored = engine._stores
         assert sorted(stored) == sorted(ENCODERS)
-        answer = engine.queue.submit(lambda: engine.ask("Is internet dating better than traditional dating?",
-                                                        ("internet dating", "traditional dating"))).result()
+        answer = asyncio.run(engine.answer("Is internet dating better than traditional dating?",
+                                           ("internet dating", "traditional dating")))
         assert answer.passages and answer.hits > 10  # the second stage reranked its candidates
         assert {name: encoder.embedded for name, encoder in stored.items()} == dict.fromkeys(ENCODERS, 0)
     finally:

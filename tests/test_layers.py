@@ -16,8 +16,8 @@ LAYERS = {
     "encoders": {"kueri.encoders"},
     "stages": {"kueri.fusion", "kueri.evaluate", "kueri.quality", "kueri.second_stage", "kueri.stance",
                "kueri.dense"},
-    "pipeline": {"kueri.stages", "kueri.config", "kueri.pipeline", "kueri.workfolder", "kueri.doctor",
-                 "kueri.ray_runs"},
+    "pipeline": {"kueri.stages", "kueri.config", "kueri.indexes", "kueri.session", "kueri.pipeline",
+                 "kueri.workfolder", "kueri.doctor", "kueri.ray_runs", "kueri.ray_tasks"},
     "face": {"kueri.cli", "kueri.__main__", "kueri.pyterrier", "kueri.serve"},
     # the code that builds the shipped models, and the other developer commands: nothing in kueri imports them
     "train": {"kueri.train", "kueri.devtools"},

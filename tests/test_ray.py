@@ -364,7 +364,7 @@ def test_a_feedback_row_on_ray_stopped_resumes_survives_a_killed_worker_and_writ
     assert 3 <= kept < batches
 
     driver = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killed = kill_a_worker_of("_run_batch", driver, 0.02)
+    killed = kill_a_worker_of("run_batch", driver, 0.02)
     _, err = driver.communicate(timeout=600)
     assert killed is not None, "no batch task was ever seen running"
     assert driver.returncode == 0, err

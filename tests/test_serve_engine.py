@@ -12,11 +12,14 @@ import urllib.parse
 import pytest
 
 from kueri.config import get_config
+from kueri.records import Topic
 from kueri.runcontext import RunContext
 from kueri.serve.answer import Answer, Passage, Verdict
+from kueri.serve.cache import AnswerCache
 from kueri.serve.checks import MAX_QUESTION, BadQuestion, check_text, parse_objects
-from kueri.serve.engine import without_objects
 from kueri.serve.links import SourceLinks, chatnoir_url
+from kueri.serve.topics import without_objects
+from kueri.stages import Cost
 from tests.conftest import SAMPLE_CORPUS
 from tests.conftest import run_command as run
 
@@ -122,7 +125,7 @@ def idle_engine(tmp_path):
 
     engine = Engine(corpus=SAMPLE_CORPUS, workdir=tmp_path, max_wait=25)
     yield engine
-    engine.queue.shutdown()
+    engine._queue.shutdown()
 
 
 def test_a_question_the_queue_would_keep_too_long_is_refused_at_once(idle_engine):
@@ -131,17 +134,18 @@ def test_a_question_the_queue_would_keep_too_long_is_refused_at_once(idle_engine
     from kueri.serve.queue import Busy
 
     release = threading.Event()
-    idle_engine.queue.question_seconds = 10.0  # what questions cost lately
-    first = idle_engine.queue.submit(lambda: release.wait(30), question=True)  # running
-    second = idle_engine.queue.submit(lambda: 2, question=True)  # waits 10 s: 20 s in all, within 25
+    idle_engine._queue.question_seconds = 10.0  # what questions cost lately
+    first = idle_engine._queue.submit(lambda: release.wait(30), question=True)  # running
+    second = idle_engine._queue.submit(lambda: 2, question=True)  # waits 10 s: 20 s in all, within 25
     with pytest.raises(Busy, match="would wait longer than 25 s") as refused:
-        idle_engine.queue.submit(lambda: 3, question=True)  # 30 s
+        idle_engine._queue.submit(lambda: 3, question=True)  # 30 s
     assert refused.value.retry_after == 20
-    other = idle_engine.queue.submit(lambda: "not a question")  # other work is not refused by the estimate
+    other = idle_engine._queue.submit(lambda: "not a question")  # other work is not refused by the estimate
     release.set()
     assert first.result(timeout=30) is True and second.result(timeout=30) == 2 and other.result(timeout=30)
-    assert idle_engine.queue.submit(lambda: 4, question=True).result(timeout=30) == 4  # the queue drained
-    assert idle_engine.queue.waiting == 0 and idle_engine.queue.waiting_by_cost() == {"cached": 0, "warm": 0, "cold": 0}
+    assert idle_engine._queue.submit(lambda: 4, question=True).result(timeout=30) == 4  # the queue drained
+    queue = idle_engine._queue
+    assert queue.waiting == 0 and queue.waiting_by_cost() == {"cached": 0, "warm": 0, "cold": 0}
 
 
 def test_a_warm_question_goes_before_the_cold_ones_that_wait(idle_engine):
@@ -149,7 +153,7 @@ def test_a_warm_question_goes_before_the_cold_ones_that_wait(idle_engine):
     ranking (only passages to fill) before that; /api/health says how many of each wait."""
     import threading
 
-    queue = idle_engine.queue
+    queue = idle_engine._queue
     queue.max_wait = 600  # not overloaded: every one is admitted
     queue.seconds.update(cached=0.1, warm=0.5, cold=10.0)
     release, started, answered = threading.Event(), threading.Event(), []
@@ -175,7 +179,7 @@ def test_questions_are_probed_on_the_pipeline_thread_before_the_next_ranking(idl
 
     from kueri.serve.queue import Busy
 
-    queue = idle_engine.queue  # max_wait 25
+    queue = idle_engine._queue  # max_wait 25
     queue.seconds.update(warm=0.5, cold=10.0)
     release, started, answered, probed_on = threading.Event(), threading.Event(), [], set()
     running = queue.submit(lambda: started.set() or release.wait(30), question=True, cost="cold")
@@ -203,7 +207,7 @@ def test_a_cold_question_that_waited_long_goes_before_newer_warm_ones(idle_engin
     import threading
     import time
 
-    queue = idle_engine.queue
+    queue = idle_engine._queue
     queue.max_wait = 4.0
     queue.seconds.update(warm=0.1, cold=1.0)
     release, started, answered = threading.Event(), threading.Event(), []
@@ -225,7 +229,7 @@ def test_the_admission_counts_only_the_work_that_goes_before(idle_engine):
 
     from kueri.serve.queue import Busy
 
-    queue = idle_engine.queue  # max_wait 25
+    queue = idle_engine._queue  # max_wait 25
     queue.seconds.update(warm=0.5, cold=10.0)
     release = threading.Event()
     futures = [queue.submit(lambda: release.wait(30), question=True, cost="cold"),
@@ -240,16 +244,16 @@ def test_the_admission_counts_only_the_work_that_goes_before(idle_engine):
 def test_the_cost_a_question_is_expected_to_take_follows_the_measured_ones(idle_engine):
     from kueri.serve.queue import QUESTION_SECONDS_AT_START
 
-    idle_engine.queue.measured(60.0)  # the warm-up, which also loads the models: not measured
-    assert idle_engine.queue.question_seconds == QUESTION_SECONDS_AT_START
-    idle_engine.queue.measuring = True  # as after the start
-    idle_engine.queue.question_seconds = 0.0
-    idle_engine.queue.measured(8.0)
-    assert idle_engine.queue.question_seconds == 8.0
-    idle_engine.queue.measured(2.0)
-    assert idle_engine.queue.question_seconds == 5.0
-    idle_engine.queue.measured(0.3, "warm")  # each kind has its own estimate
-    assert idle_engine.queue.seconds["warm"] == 0.4 and idle_engine.queue.question_seconds == 5.0
+    idle_engine._queue.measured(60.0)  # the warm-up, which also loads the models: not measured
+    assert idle_engine._queue.question_seconds == QUESTION_SECONDS_AT_START
+    idle_engine._queue.measuring = True  # as after the start
+    idle_engine._queue.question_seconds = 0.0
+    idle_engine._queue.measured(8.0)
+    assert idle_engine._queue.question_seconds == 8.0
+    idle_engine._queue.measured(2.0)
+    assert idle_engine._queue.question_seconds == 5.0
+    idle_engine._queue.measured(0.3, "warm")  # each kind has its own estimate
+    assert idle_engine._queue.seconds["warm"] == 0.4 and idle_engine._queue.question_seconds == 5.0
     assert idle_engine.health()["measured_costs"] == ["cold", "warm"]
 
 
@@ -442,8 +446,8 @@ def test_a_full_queue_answers_503_with_retry_after_and_still_answers_bad_request
     release = threading.Event()
     # a cold question running, expected to take 30 s: even a warm question (what one not yet probed is taken for)
     # would wait past the limit
-    idle_engine.queue.question_seconds = 30.0
-    busy = [idle_engine.queue.submit(lambda: release.wait(30), question=True)]
+    idle_engine._queue.question_seconds = 30.0
+    busy = [idle_engine._queue.submit(lambda: release.wait(30), question=True)]
     try:
         status, headers, body = asgi_get(app, "/api/search", "q=Which+is+better%2C+tea+or+coffee%3F")
         assert status == 503 and headers["retry-after"] == "30" and b"would wait longer than 25 s" in body
@@ -487,7 +491,7 @@ def test_pyserini_index_list_names_the_configurations_served(tmp_path):
             status, _, body = asgi_get(app, "/v1/indexes", query)
             assert status == 400 and message in json.loads(body)["detail"]
     finally:
-        engine.queue.shutdown()
+        engine._queue.shutdown()
 
 
 def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
@@ -495,10 +499,9 @@ def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
     order, scores and stances as the whole run, and the quality and deciding sentences of the configuration's own
     stages."""
     from kueri.parse import read_topics
-    from kueri.pipeline import Pipeline
     from kueri.quality.offline import OfflineQualityModel
     from kueri.records import STANCES
-    from kueri.serve.engine import labelling_stage
+    from kueri.session import Session
     from kueri.stages.quality import shown_quality
 
     corpus = tmp_path / "small.jsonl"
@@ -506,20 +509,21 @@ def test_the_pipeline_labels_the_shown_hits_as_a_whole_run_does(tmp_path):
         corpus.write_text("".join(line for _, line in zip(range(300), handle, strict=False)), encoding="utf-8")
     topic = next(t for t in read_topics(SAMPLE_CORPUS.parent / "topics.xml") if t.number == "2")
     config = get_config("quality-rerank")  # a quality stage, then the stance of every hit
-    with Pipeline(corpus, [topic], RunContext(tmp_path / "work", progress=False)) as pipeline:
-        whole = pipeline.run(config)["2"]
-        ranked = pipeline.rank(config)["2"]
-        shown = pipeline.label(config, {"2": ranked[:10]})["2"]
+    with Session(corpus, RunContext(tmp_path / "work", progress=False)) as session:
+        whole = session.run(config, [topic])["2"]
+        ranked = session.rank(config, [topic])["2"]
+        shown = session.label(config, {"2": ranked[:10]}, [topic])["2"]
         ids = [hit.doc for hit in shown]
-        quality = shown_quality(config).scores(ids, pipeline)
-        sentences = labelling_stage(config, "stance").explain({"2": shown}, pipeline)
-        texts = pipeline.texts("test")(ids)
+        context = session.context([topic])
+        quality = shown_quality(config).scores(ids, context)
+        sentences = config.plan().explain({"2": shown}, context)
+        texts = session.texts("test")(ids)
+        assert get_config("row-15").plan().explain({"2": shown}, context) == {}  # no stage of it explains a label
     assert [hit.doc for hit in ranked] == [hit.doc for hit in whole] and shown == whole[:10]
     assert {hit.stance for hit in shown} <= set(STANCES) and {hit.stance for hit in ranked} == {"Q0"}
     model = OfflineQualityModel.load()
     assert all(abs(quality[pid] - model.score(text)) < 1e-6 for pid, text in zip(ids, texts, strict=True))
     assert set(sentences) == set(ids) and any(sentences.values())
-    assert labelling_stage(get_config("row-15"), "stance") is None
     assert shown_quality(get_config("default")).source == "offline"
 
 
@@ -536,14 +540,13 @@ def test_a_questions_expected_cost_is_found_from_its_candidates_in_the_stores(tm
     corpus = tmp_path / "small.jsonl"
     with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
         corpus.write_text("".join(line for _, line in zip(range(40), handle, strict=False)), encoding="utf-8")
-    engine = Engine(corpus=corpus, workdir=tmp_path / "work")
+    engine = Engine(corpus=corpus, workdir=tmp_path / "work", configs=("default", "dense-e5", "hybrid-e5"))
     try:
-        engine.queue.submit(engine._open).result()
-        engine._stores = engine.queue.submit(engine._stored_encoders).result()  # as the start does (no model loaded)
+        engine._queue.submit(engine._open).result()  # as the start does (no model loaded)
         engine.ready = True
 
-        def probe(question: str) -> str:  # on the pipeline thread, as the queue probes
-            return engine.queue.submit(lambda: engine.expected_cost(question, None, None)).result(timeout=120)
+        def probe(question: str, config: str | None = None) -> str:  # on the pipeline thread, as the queue probes
+            return engine._queue.submit(lambda: engine.expected_cost(question, None, config)).result(timeout=120)
 
         question = "Which is better, a laptop or a desktop?"
         assert sorted(engine._stores) == ["e5", "minilm"]
@@ -553,12 +556,51 @@ def test_a_questions_expected_cost_is_found_from_its_candidates_in_the_stores(tm
         index = engine._any_index()
         digests = [text_digest(text) for text in index.contents(range(len(index)))]
         for encoder in engine._stores.values():
-            with encoder.store.lock():
-                encoder.store.refresh()
-                encoder.store.append(digests, np.ones((len(digests), encoder.dimension), dtype=np.float32))
+            encoder.store.add(digests, np.ones((len(digests), encoder.dimension), dtype=np.float32))
         assert probe(question) == "warm"
         assert probe("Which is better, tea or coffee?") == "warm"
-        engine._answers[engine._key(question, None, None)] = None  # a kept ranking (its contents are not read)
+        engine._answers.put(AnswerCache.key(question, None, "default"), None)  # a kept ranking (not read)
         assert probe(question) == "cached"
     finally:
         engine.close()
+
+
+def test_the_cost_probe_is_right_for_every_first_stage(tmp_path):
+    """Lexical, dense, hybrid and given candidates: a dense or hybrid first stage's candidates are not known cheaply,
+    so a second stage after one is cold (unknown), and one alone is warm (every passage's vector is made ahead); given
+    candidates are probed as a search's. No probe runs a dense search or loads an encoder."""
+    import numpy as np
+
+    from kueri.encoders import text_digest
+    from kueri.records import Hit
+    from kueri.serve.cost import CostProbe
+    from kueri.session import Session
+    from kueri.stages.given import given_stages
+    from kueri.stages.plan import Plan
+
+    corpus = tmp_path / "small.jsonl"
+    with gzip.open(SAMPLE_CORPUS, "rt", encoding="utf-8") as handle:
+        corpus.write_text("".join(line for _, line in zip(range(40), handle, strict=False)), encoding="utf-8")
+    topic = Topic("1", "Which is better, a laptop or a desktop?", ("laptop", "desktop"))
+    second = {"second_stage": "second-stage-v2", "second_stage_cascade": get_config("default").second_stage_cascade}
+    with Session(corpus, RunContext(tmp_path / "work", progress=False)) as session:
+        stores = {name: session.encoder(name) for name in ("e5", "minilm")}
+        probe = CostProbe(session, list(stores))
+        kinds = {name: probe.kind(config, topic) for name, config in [
+            ("lexical", get_config("default")), ("dense", get_config("dense-e5")),
+            ("dense, second stage", get_config("dense-e5").with_changes(**second)),
+            ("hybrid", get_config("hybrid-e5")),
+            ("hybrid, second stage", get_config("hybrid-e5").with_changes(**second))]}
+        assert kinds == {"lexical": "cold", "dense": "warm", "dense, second stage": "cold", "hybrid": "warm",
+                         "hybrid, second stage": "cold"}
+        index = session.index(get_config("default").analyzer)
+        candidates = {"1": [Hit(pid, 1.0 / rank) for rank, pid in enumerate(index.ids[:30], start=1)]}
+        given = Plan(given_stages(get_config("default"), candidates))
+        assert given.cost(session.context([topic]), probe.stored).short > 0  # none of them is stored
+        digests = [text_digest(text) for text in index.contents(range(len(index)))]
+        for encoder in stores.values():
+            encoder.store.add(digests, np.ones((len(digests), encoder.dimension), dtype=np.float32))
+        # of the 30 candidates, MiniLM embeds 30 and e5 15: all stored now
+        assert given.cost(session.context([topic]), probe.stored) == Cost(0, 30 + 15)
+        assert probe.kind(get_config("default"), topic) == "warm"
+        assert all(encoder._encoder is None for encoder in stores.values())  # no model was loaded

@@ -267,3 +267,17 @@ def test_corpus_texts_reads_only_the_needed_passages(tmp_path):
     texts = corpus_texts(tmp_path / "passages.jsonl.gz", needed_ids(run, depth=1))
     assert list(texts) == ["clueweb12-0907wb-60-03588___2"] and texts["clueweb12-0907wb-60-03588___2"]
     assert LABELS == STANCES
+
+
+def test_each_stance_fact_is_written_once():
+    """The classes, the swaps and the default model's name are kueri.stance.facts'; the package's DEFAULT is that
+    name, and no DEFAULT_MODEL beside it names another model's file."""
+    import kueri.stance
+    from kueri.stance import decision, encoders, facts, family, label, model, passage_encoder
+
+    assert model.SENTENCE_LABELS is encoders.SENTENCE_LABELS is facts.SENTENCE_LABELS
+    assert model.SENTENCE_SWAP is encoders.SENTENCE_SWAP is facts.SENTENCE_SWAP
+    assert model.PASSAGE_SWAP is passage_encoder.PASSAGE_SWAP is facts.PASSAGE_SWAP
+    assert decision.LABELS is label.LABELS is model.LABELS is kueri.stance.LABELS is facts.LABELS
+    assert kueri.stance.DEFAULT == family.DEFAULT == facts.DEFAULT == "stance-v4"
+    assert "DEFAULT_MODEL" not in kueri.stance.__all__ and not hasattr(kueri.stance, "DEFAULT_MODEL")

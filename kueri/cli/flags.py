@@ -39,45 +39,20 @@ def add_workdir_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def add_analyzer_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("analysis (replaces that part of the configuration's analyzer; the default "
-                                      "configuration's is kueristopv2 + Porter)")
-    group.add_argument("--stoplist", help="shipped stoplist name (lucene, smart, terrier, kueristop, "
-                       "kueristopv2, ...) or a word-per-line file; 'none' for no stop filter")
-    group.add_argument("--stemmer", choices=["porter", "none"], help="stemming after the stop filter")
-    group.add_argument("--tokenizer", choices=["standard", "letter"], help="letter: as the paper's RF indexes")
-    group.add_argument("--analyzer", choices=["baseline", "main"],
-                       help="start from the original's BaselineAnalyzer or MainAnalyzer (possessive + repeated chars)")
-    group.add_argument("--possessive", action="store_true", default=None, help="English possessive filter")
-    group.add_argument("--repeated-chars", action="store_true", default=None,
-                       help="shrink runs of 3+ identical characters to 2 (the original's MultipleCharsFilter)")
-    group.add_argument("--synonyms", choices=["wordnet"], help="WordNet synonyms (needs Debian's wordnet-base)")
+    """The analysis' flags (its stage's declaration)."""
+    stages.add_flags(parser, "analysis")
 
 
 def add_ranking_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("ranking (replaces that part of the configuration)")
-    sim = group.add_mutually_exclusive_group()
-    sim.add_argument("--bm25", dest="similarity", action="store_const", const="bm25", help="BM25 (default)")
-    sim.add_argument("--lmd", dest="similarity", action="store_const", const="lmd", help="LM with Dirichlet smoothing")
-    sim.add_argument("--tfidf", dest="similarity", action="store_const", const="tfidf", help="Lucene's classic TF-IDF")
-    group.add_argument("--k1", type=float, help="BM25 k1 (1.2)")
-    group.add_argument("--b", type=float, help="BM25 b (0.75)")
-    group.add_argument("--mu", type=float, help="LM-Dirichlet mu (2000)")
-    group.add_argument("--fields", nargs="+", metavar="FIELD=WEIGHT", type=parse_field,
-                       help="search fields and weights, e.g. contents=2 docT5Query=1 (one field: no boost)")
-    group.add_argument("--filter-objects", nargs="?", const="faithful", choices=["off", "faithful", "fixed"],
-                       help="require the objects' words (faithful: a stopword object empties the topic, "
-                       "as the original; fixed: stopword object words are dropped)")
+    """The ranking's flags (its stage's declaration), then the configuration's own ``--hits`` and ``--tag``."""
+    group = stages.add_flags(parser, "ranking")
     group.add_argument("--hits", type=int, help="hits per topic (1000)")
     group.add_argument("--tag", help="run tag (default: the configuration's)")
 
 
 def add_first_stage_flags(parser: argparse.ArgumentParser) -> None:
     """The first stage's own settings (dense and hybrid search), for commands that run only that stage."""
-    group = parser.add_argument_group("dense and hybrid search (vectors made by kueri embed)")
-    for kind in stages.STAGES:
-        if kind.name == "retrieval":
-            for option in kind.options:
-                option.add_to(group)
+    stages.add_flags(parser, kinds=("retrieval",), title="dense and hybrid search (vectors made by kueri embed)")
 
 
 def add_stage_flags(parser: argparse.ArgumentParser) -> None:
@@ -87,11 +62,7 @@ def add_stage_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_later_stage_flags(parser: argparse.ArgumentParser) -> None:
     """The settings of the stages after the first (``kueri rerank``: the candidates are given), in run order."""
-    group = parser.add_argument_group("later stages (replace the configuration's)")
-    for kind in stages.STAGES:
-        if kind.name != "retrieval":
-            for option in kind.options:
-                option.add_to(group)
+    stages.add_flags(parser, kinds=[kind.name for kind in stages.STAGES if kind.name != "retrieval"])
 
 
 def add_ray_flags(parser: argparse.ArgumentParser) -> None:
@@ -128,27 +99,12 @@ def topics_of(args: argparse.Namespace) -> list[Topic]:
     return read_topics(args.topics)
 
 
-def parse_field(text: str) -> tuple[str, float]:
-    name, _, weight = text.partition("=")
-    try:
-        return name, float(weight) if weight else 1.0
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad weight in {text!r} (use FIELD=NUMBER)") from None
-
-
 def overrides_from(args: argparse.Namespace) -> Overrides:
-    """The parts of a configuration the parsed flags replace (flags a command lacks count as not given)."""
+    """The parts of a configuration the parsed flags replace (flags a command lacks count as not given): the values
+    of the stages' settings' flags (:func:`kueri.stages.flag_owners`), and ``--hits``, ``--tag``."""
     given = vars(args)
-    fields = given.get("fields")
-    return Overrides(
-        analyzer_preset=given.get("analyzer"),
-        **{name: given.get(name) for name in (
-            "stoplist", "tokenizer", "stemmer", "possessive", "repeated_chars", "synonyms", "similarity", "k1", "b",
-            "mu", "filter_objects", "hits", "tag")},
-        fields=tuple(fields) if fields else None,
-        stages={name: given[name] for name, option in stages.options().items()
-                if option.command_line and given.get(name) is not None},
-    )
+    return Overrides(hits=given.get("hits"), tag=given.get("tag"),
+                     stages={name: given[name] for name in stages.flag_owners() if given.get(name) is not None})
 
 
 def run_context_of(args: argparse.Namespace) -> RunContext:

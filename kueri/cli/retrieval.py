@@ -100,7 +100,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kueri.files import writable_folder
-    from kueri.pipeline import default_workdir, run_config
+    from kueri.pipeline import default_workdir
+    from kueri.session import Session
 
     writable_file(args.output, "output file")  # before any work
     config = config_from(args)
@@ -119,7 +120,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         topics = topics_of(args)
     log.info("configuration %s: %s", config.name, config.summary())
     ray = ray_of(args)
-    run = run_config(config, corpus, topics, run_context_of(args), ray=ray)
+    with Session(corpus, run_context_of(args), elsewhere=ray) as session:
+        run = session.run(config, topics)
     write(run, args.output, config.run_tag)
     if ray is not None:
         ray.forget()  # the finished batches, kept until the run file was written

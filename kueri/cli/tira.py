@@ -1,5 +1,6 @@
 """``kueri tira`` (what ``my-software.sh`` runs: any of TIRA's three inputs) and ``kueri rerank`` (given candidates:
-TIRA's re-rank input or a run file). Given candidates take one way, :func:`kueri.pipeline.run_given`."""
+TIRA's re-rank input or a run file). Each makes one :class:`~kueri.session.Session` and asks it for the run; given
+candidates take one way, :meth:`Session.run_given <kueri.session.Session.run_given>`."""
 
 from __future__ import annotations
 
@@ -9,17 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kueri.cli.flags import (
-    add_config_flag,
-    add_later_stage_flags,
-    add_ray_flags,
-    add_stage_flags,
-    add_workdir_flag,
-    config_from,
-    ray_of,
-    run_context_of,
-    topics_of,
-)
+from kueri.cli import flags
 from kueri.cli.retrieval import write
 from kueri.errors import EnvironmentProblem, KueriError
 from kueri.files import writable_file, writable_folder
@@ -30,16 +21,16 @@ log = logging.getLogger("kueri.cli")
 def cmd_tira(args: argparse.Namespace) -> int:
     from kueri.parse import read_topics
     from kueri.parse.tira import FULL_RANK, RE_RANK, detect_input, read_queries, read_rerank
-    from kueri.pipeline import run_config, run_given
+    from kueri.session import Session
 
-    config = config_from(args)
+    config = flags.config_from(args)
     output_dir = writable_folder(args.output, "output folder")  # before any work: a wrong -o fails at once
     run_file = output_dir / "run.txt"
     if run_file.is_dir():
         raise EnvironmentProblem(f"{run_file}: a folder is in the way of the run file")
     run_file.unlink(missing_ok=True)  # a failure below must not leave an older run looking like this one's
     found = detect_input(Path(args.input))
-    ray = ray_of(args)
+    ray = flags.ray_of(args)
     log.info("kueri: configuration %s (%s)", config.name, config.description)
     log.info("kueri: %s", config.summary())
     if found.kind == RE_RANK:
@@ -48,8 +39,8 @@ def cmd_tira(args: argparse.Namespace) -> int:
         topics = given.topics
         log.info("kueri: TIRA's re-rank input %s: %d candidates of %d topics", found.rerank,
                  sum(len(hits) for hits in given.run.values()), len(given.run))
-        run = run_given(config, given.run, topics, given.corpus, run_context_of(args), source=str(found.rerank),
-                        ray=ray)
+        with Session(given.corpus, flags.run_context_of(args), elsewhere=ray) as session:
+            run = session.run_given(config, given.run, topics, source=str(found.rerank))
     else:
         assert found.topics is not None and found.corpus is not None
         if found.kind == FULL_RANK:
@@ -57,7 +48,8 @@ def cmd_tira(args: argparse.Namespace) -> int:
             topics = read_queries(found.topics)
         else:
             topics = read_topics(found.topics)
-        run = run_config(config, found.corpus, topics, run_context_of(args), ray=ray)
+        with Session(found.corpus, flags.run_context_of(args), elsewhere=ray) as session:
+            run = session.run(config, topics)
     write(run, run_file, config.run_tag)
     if ray is not None:
         ray.forget()  # the finished batches, kept until the run file was written
@@ -69,19 +61,19 @@ def cmd_tira(args: argparse.Namespace) -> int:
 
 def cmd_rerank(args: argparse.Namespace) -> int:
     from kueri.parse.tira import RE_RANK, RERANK, detect_input, read_rerank
-    from kueri.pipeline import run_given
     from kueri.runfile import read_run
+    from kueri.session import Session
 
     writable_file(args.output, "output file")  # before any work
     source = Path(args.run)
-    config = config_from(args)
+    config = flags.config_from(args)
     log.info("configuration %s: %s", config.name, config.summary())
     if source.is_dir() or source.name.endswith(RERANK):
         found = detect_input(source)
         if found.kind != RE_RANK or found.rerank is None:
             raise KueriError(f"{source}: a folder without {' or '.join(RERANK)}")
         given = read_rerank(found.rerank)
-        topics = topics_of(args) if args.topics or args.dataset else given.topics
+        topics = flags.topics_of(args) if args.topics or args.dataset else given.topics
         run, corpus = given.run, args.corpus or given.corpus
     else:
         if not args.corpus:
@@ -90,9 +82,10 @@ def cmd_rerank(args: argparse.Namespace) -> int:
                              "its candidates (its scores times argument quality alone: --config row-20)")
         if not (args.topics or args.dataset):
             raise KueriError(f"{source}: a run file has no queries: give --topics or --dataset")
-        topics, run, corpus = topics_of(args), read_run(source), args.corpus
-    ray = ray_of(args)
-    reranked = run_given(config, run, topics, corpus, run_context_of(args), source=str(source), ray=ray)
+        topics, run, corpus = flags.topics_of(args), read_run(source), args.corpus
+    ray = flags.ray_of(args)
+    with Session(corpus, flags.run_context_of(args), elsewhere=ray) as session:
+        reranked = session.run_given(config, run, topics, source=str(source))
     write(reranked, args.output, config.run_tag)
     if ray is not None:
         ray.forget()  # the finished batches, kept until the run file was written
@@ -111,11 +104,11 @@ def add_tira_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     tira_input, tira_output = os.environ.get("TIRA_INPUT_DATASET") or None, os.environ.get("TIRA_OUTPUT_DIR") or None
     p.add_argument("-i", "--input", default=tira_input, required=not tira_input, help="default: $TIRA_INPUT_DATASET")
     p.add_argument("-o", "--output", default=tira_output, required=not tira_output, help="default: $TIRA_OUTPUT_DIR")
-    add_workdir_flag(p)
+    flags.add_workdir_flag(p)
     p.add_argument("--skip-bad", action="store_true", help="skip and count bad lines instead of stopping")
-    add_config_flag(p)
-    add_stage_flags(p)
-    add_ray_flags(p)
+    flags.add_config_flag(p)
+    flags.add_stage_flags(p)
+    flags.add_ray_flags(p)
     p.set_defaults(func=cmd_tira)
 
 
@@ -131,7 +124,7 @@ def add_rerank_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        "(Debater quality; --quality for another source) with --corpus and --topics.")
     p.add_argument("run", metavar="INPUT", help="rerank.jsonl[.gz] (or its folder), or a run file")
     p.add_argument("--output", required=True)
-    add_config_flag(p)
+    flags.add_config_flag(p)
     p.add_argument("--corpus", help="the passages' corpus: its index gives the texts and the BM25 statistics (a "
                    "run file needs it)")
     topic_source = p.add_mutually_exclusive_group()
@@ -140,8 +133,8 @@ def add_rerank_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                               "clueweb12/touche-2022-task-2")
     p.add_argument("--tag", help="run tag (default: the configuration's)")
     p.add_argument("--skip-bad", action="store_true", help="skip and count bad corpus lines instead of stopping")
-    add_workdir_flag(p)
-    add_later_stage_flags(p)
-    add_ray_flags(p)
+    flags.add_workdir_flag(p)
+    flags.add_later_stage_flags(p)
+    flags.add_ray_flags(p)
     p.add_argument("--scores", dest="quality_rerank", help=argparse.SUPPRESS)  # deprecated: the old name of --quality
     p.set_defaults(func=cmd_rerank)

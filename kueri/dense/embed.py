@@ -149,10 +149,7 @@ def _fill(store: EmbeddingStore, entry: encoders.Encoder, missing: list[tuple[in
         computed = (_compute_on_ray(ray_address, missing, entry) if ray_address is not None
                     else _compute_here(missing, entry))
         for done, (chunk_digests, vectors) in enumerate(computed, start=1):
-            with store.lock():
-                store.refresh()  # another process may have added some of them meanwhile: the same bits
-                new = [i for i, digest in enumerate(chunk_digests) if digest not in store]
-                store.append([chunk_digests[i] for i in new], vectors[new])
+            store.add(chunk_digests, vectors)
             report.embedded += len(chunk_digests)
             bar.update(len(chunk_digests))
             if stop_after_chunks is not None and done >= stop_after_chunks:

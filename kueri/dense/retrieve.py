@@ -36,14 +36,14 @@ def open_vectors(index: LuceneIndex, encoder: str, key: dict | None = None) -> V
 
 
 def dense_run(vectors: VectorIndex, encoder: TextEncoder, topics: Sequence[Topic], hits: int = 1000,
-              k: int | None = None, exact: bool = False) -> Run:
+              k: int | None = None, exact: bool = False, threads: int | None = None) -> Run:
     """Each topic's title embedded as a query, its ``hits`` nearest passages (HNSW with ``k`` candidates, or
-    ``exact``); a topic with no hits gets no entry."""
+    ``exact``; ``threads`` searched side by side); a topic with no hits gets no entry."""
     topics = list(topics)
     if not topics:
         return {}
     queries = encoder.queries([topic.title for topic in topics])
-    found = vectors.search(queries, hits, k=k, exact=exact)
+    found = vectors.search(queries, hits, k=k, exact=exact, threads=threads)
     return {topic.number: topic_hits for topic, topic_hits in zip(topics, found, strict=True) if topic_hits}
 
 

@@ -9,7 +9,8 @@ name, never switch on a name elsewhere. Public API:
 - ``get(name).load(threads)``: the encoder (:class:`TextEncoder`: ``queries(texts)``, ``passages(texts)``, unit
   vectors of :data:`DIMENSION` float32);
 - ``get(name).stored(workdir)``: the same, its passage embeddings read from and added to its store in the work
-  folder (:class:`~kueri.encoders.store.EmbeddingStore`, shared with ``kueri embed``);
+  folder (:class:`~kueri.encoders.store.EmbeddingStore`, shared with ``kueri embed``); ``writes=False``: read from
+  it only, what is embedded kept and handed over (a Ray task's: :class:`~kueri.encoders.stored.StoredEncoder`);
 - ``get(name).store(workdir)``: the store itself (``missing(digests)``, ``vectors(digests)``, ``len()``), keyed by
   :func:`text_digest` of a passage's text;
 - ``get(name).is_available()``, ``.model_file()``, ``.key()``, ``.store_key``, ``.distributions``;
@@ -18,14 +19,8 @@ name, never switch on a name elsewhere. Public API:
 """
 
 from kueri.encoders.registry import DIMENSION, ENCODERS, Encoder, get, kernel_class, names, open_encoder
-from kueri.encoders.store import (
-    CHUNK_PASSAGES,
-    EmbeddingStore,
-    StoredEncoder,
-    TextEncoder,
-    store_path,
-    text_digest,
-)
+from kueri.encoders.store import CHUNK_PASSAGES, EmbeddingStore, TextEncoder, store_path, text_digest
+from kueri.encoders.stored import StoredEncoder
 
 __all__ = ["CHUNK_PASSAGES", "DIMENSION", "ENCODERS", "EmbeddingStore", "Encoder", "StoredEncoder", "TextEncoder",
            "get", "kernel_class", "names", "open_encoder", "store_path", "text_digest"]

@@ -10,9 +10,10 @@ longest input it reads, what it was trained on). It runs through the same BERT g
 (:mod:`kueri.encoders.bert_graph`: the same bits on every x86-64 CPU with AVX2 and FMA); the head is applied
 with kueri's fixed-order arithmetic.
 
-A file whose base SHA-256 is e5's (:mod:`kueri.encoders.e5`) is read on multilingual-e5-small instead (``<s> first
-</s></s> second </s>`` in its own pieces, its input embeddings): a base measured against MiniLM's, not shipped
-(docs/stance.md).
+The base is a registered encoder's (:data:`BASES`): the registry gives its weights and its pairs' tokenizer
+(:attr:`~kueri.encoders.registry.Encoder.cross_base`, :attr:`~kueri.encoders.registry.Encoder.pair_tokenizer`). A file
+whose base SHA-256 is e5's is read on multilingual-e5-small (``<s> first </s></s> second </s>`` in its own pieces, its
+input embeddings): a base measured against MiniLM's, not shipped (docs/stance.md).
 
 This module knows no task: what the pairs mean (the stance models' hypotheses and masked texts) is the
 caller's (:mod:`kueri.stance.encoders`).
@@ -20,16 +21,14 @@ caller's (:mod:`kueri.stance.encoders`).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from kueri.arithmetic import exps, row_dots
-from kueri.encoders import e5
 from kueri.encoders.bert_graph import (
     BertEncoder,
     BertLayer,
@@ -40,9 +39,8 @@ from kueri.encoders.bert_graph import (
     open_graph_session,
     require_onnxruntime,
 )
-from kueri.encoders.minilm import INSTALL_HINT, MODEL_SHA256, TOKENIZER, MiniLMWeights
-from kueri.encoders.registry import E5, MINILM
-from kueri.encoders.wordpiece import WordPieceTokenizer
+from kueri.encoders.minilm import INSTALL_HINT
+from kueri.encoders.registry import ENCODERS, get
 from kueri.errors import SetupError
 from kueri.model_files import load_model_file, write_model_file
 
@@ -128,44 +126,26 @@ class TunedWeights:
         write_model_file(path, {**self.meta, "format": MODEL_FORMAT, "layers": len(self.layers)}, arrays)
 
 
-class E5Base:
-    """multilingual-e5-small as a cross-encoder's base: its encoder (linear layers as int8 blocks, as the e5 encoder
-    runs them) and its input embeddings (:meth:`~kueri.encoders.e5.E5Weights.input_embeddings`)."""
-
-    def __init__(self, weights: e5.E5Weights) -> None:
-        self.encoder = weights.encoder()
-        self.pad = weights.pad
-        self.embeddings = weights.input_embeddings
-
-
-class SentencePiecePairs:
-    """``<s> first </s></s> second </s>`` in e5's pieces (XLM-RoBERTa's pair form), at most ``max_length`` ids:
-    ``second`` is cut, as :meth:`WordPieceTokenizer.encode_pair` cuts it."""
-
-    def __init__(self, weights: e5.E5Weights, max_length: int) -> None:
-        self.tokenizer, self.bos, self.eos, self.max_length = weights.tokenizer, weights.bos, weights.eos, max_length
-
-    def encode_pair(self, first: str, second: str) -> list[int]:
-        head = self.tokenizer.encode(first, self.max_length - 4)
-        tail = self.tokenizer.encode(second, self.max_length - 4 - len(head))
-        return [self.bos, *head, self.eos, self.eos, *tail, self.eos]
-
-
-Base = MiniLMWeights | E5Base
-PairTokenizer = WordPieceTokenizer | SentencePiecePairs
-#: The bases a cross-encoder can be tuned from, by name: MiniLM (every shipped file) and e5-small.
-BASES = {"minilm": MODEL_SHA256, "e5": e5.MODEL_SHA256}
+#: A cross-encoder's base: a registered encoder's weights (:attr:`~kueri.encoders.registry.Encoder.cross_base`).
+Base = Any
+#: Its text pairs' tokenizer (:attr:`~kueri.encoders.registry.Encoder.pair_tokenizer`).
+PairTokenizer = Any
+#: The bases a cross-encoder can be tuned from, by name, with their model files' SHA-256 (the registry's): MiniLM
+#: (every shipped file) and e5-small.
+BASES = {name: entry.model_sha256 for name, entry in ENCODERS.items() if entry.cross_base is not None}
 
 
 def base_weights(base: str = "minilm") -> Base:
-    """The ``base`` model's weights as its package ships them (the base every tuned model starts from)."""
+    """The ``base`` model's weights as its package ships them (the base every tuned model starts from), checked to be
+    the file kueri's cross-encoders were tuned from."""
     require_onnxruntime(INSTALL_HINT)
-    entry = {"minilm": MINILM, "e5": E5}[base]
-    path = entry.model_file()
-    if hashlib.sha256(path.read_bytes()).hexdigest() != BASES[base]:
-        raise SetupError(f"{path} is not the {entry.name} file kueri's cross-encoders were fine-tuned from "
-                         f"(sha256 {BASES[base][:12]}...): {entry.install_hint}")
-    return MiniLMWeights.load(path) if base == "minilm" else E5Base(e5.E5Weights.load(path))
+    entry = get(base)
+    if entry.cross_base is None:
+        raise SetupError(f"the {base} encoder is not a cross-encoder's base; bases: {', '.join(BASES)}")
+    if entry.model_digest() != entry.model_sha256:
+        raise SetupError(f"{entry.model_file()} is not the {entry.name} file kueri's cross-encoders were fine-tuned "
+                         f"from (sha256 {entry.model_sha256[:12]}...): {entry.install_hint}")
+    return entry.cross_base(entry.model_file())
 
 
 def base_name(meta: dict[str, object]) -> str | None:
@@ -174,14 +154,24 @@ def base_name(meta: dict[str, object]) -> str | None:
 
 
 def pair_tokenizer(max_tokens: int, base: str = "minilm") -> PairTokenizer:
-    if base == "e5":
-        return SentencePiecePairs(e5.E5Weights.load(E5.model_file()), max_tokens)
-    return WordPieceTokenizer(TOKENIZER, max_tokens)
+    """The text pairs' tokenizer of the base ``base``, at most ``max_tokens`` ids."""
+    make = get(base).pair_tokenizer
+    if make is None:
+        raise SetupError(f"the {base} encoder is not a cross-encoder's base; bases: {', '.join(BASES)}")
+    return make(max_tokens)
 
 
 def encode_pairs(tokenizer: PairTokenizer, pairs: Sequence[tuple[str, str]]) -> list[list[int]]:
     """``[CLS] first [SEP] second [SEP]`` of each pair, the second text cut to fit the tokenizer's length."""
     return [tokenizer.encode_pair(first, second) for first, second in pairs]
+
+
+class _Opened(NamedTuple):
+    """A cross-encoder opened in this process: its base, the graph's session, the session's workers."""
+
+    base: Base
+    session: Any
+    workers: int
 
 
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
@@ -208,7 +198,7 @@ class CrossEncoder:
         self.base_name = base
         self.labels = self.tuned.labels
         self.tokenizer = pair_tokenizer(self.tuned.max_tokens, base)
-        self._opened: tuple[Base, Any, int] | None = None
+        self._opened: _Opened | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.path, self.rebuild, self.threads)
@@ -226,19 +216,19 @@ class CrossEncoder:
         return BertEncoder(f"{encoder.name}-cross", encoder.hidden, encoder.heads, encoder.eps, encoder.embedding_norm,
                            [*encoder.layers[:first], *self.tuned.layers])
 
-    def _open(self) -> tuple[Base, Any, int]:
+    def _open(self) -> _Opened:
         if self._opened is None:
             base = base_weights(self.base_name)
-            self._opened = (base, *open_graph_session(self.graph(base), self.threads, INSTALL_HINT))
+            self._opened = _Opened(base, *open_graph_session(self.graph(base), self.threads, INSTALL_HINT))
         return self._opened
 
     @property
     def base(self) -> Base:
-        return self._open()[0]
+        return self._open().base
 
     @property
     def session(self) -> Any:
-        return self._open()[1]
+        return self._open().session
 
     def states(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The first token's last hidden state of each pair (pairs x hidden): what the head reads."""

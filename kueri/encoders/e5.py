@@ -243,3 +243,36 @@ class E5Encoder:
     def passages(self, texts: list[str]) -> np.ndarray:
         """Embeddings of passages (``passage: `` + their first pieces)."""
         return self._encode(texts, PASSAGE_PREFIX)
+
+
+class E5Base:
+    """multilingual-e5-small as a cross-encoder's base: its encoder (linear layers as int8 blocks, as the e5 encoder
+    runs them) and its input embeddings (:meth:`~kueri.encoders.e5.E5Weights.input_embeddings`)."""
+
+    def __init__(self, weights: E5Weights) -> None:
+        self.encoder = weights.encoder()
+        self.pad = weights.pad
+        self.embeddings = weights.input_embeddings
+
+
+class SentencePiecePairs:
+    """``<s> first </s></s> second </s>`` in e5's pieces (XLM-RoBERTa's pair form), at most ``max_length`` ids:
+    ``second`` is cut, as :meth:`WordPieceTokenizer.encode_pair` cuts it."""
+
+    def __init__(self, weights: E5Weights, max_length: int) -> None:
+        self.tokenizer, self.bos, self.eos, self.max_length = weights.tokenizer, weights.bos, weights.eos, max_length
+
+    def encode_pair(self, first: str, second: str) -> list[int]:
+        head = self.tokenizer.encode(first, self.max_length - 4)
+        tail = self.tokenizer.encode(second, self.max_length - 4 - len(head))
+        return [self.bos, *head, self.eos, self.eos, *tail, self.eos]
+
+
+def cross_base(path: Path) -> E5Base:
+    """e5 as the base of a cross-encoder, from its model file (:mod:`kueri.encoders.cross`)."""
+    return E5Base(E5Weights.load(path))
+
+
+def pair_tokenizer(max_length: int) -> SentencePiecePairs:
+    """Text pairs in e5's pieces, at most ``max_length`` ids (:class:`SentencePiecePairs`)."""
+    return SentencePiecePairs(E5Weights.load(model_path()), max_length)

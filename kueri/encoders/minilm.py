@@ -211,3 +211,8 @@ class MiniLMEncoder:
 
     def passages(self, texts: list[str]) -> np.ndarray:
         return self.encode(texts)
+
+
+def pair_tokenizer(max_length: int) -> WordPieceTokenizer:
+    """Text pairs in MiniLM's word pieces (``[CLS] first [SEP] second [SEP]``), at most ``max_length`` ids."""
+    return WordPieceTokenizer(TOKENIZER, max_length)

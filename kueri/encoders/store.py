@@ -45,7 +45,6 @@ import numpy as np
 
 from kueri.errors import BrokenCache, KueriError
 from kueri.files import atomic_writer, file_lock, touch, try_file_lock
-from kueri.progress import progress_bar
 
 log = logging.getLogger(__name__)
 DIGEST_BYTES = 20  # SHA-1
@@ -289,6 +288,16 @@ class EmbeddingStore:
             except (OSError, KueriError) as exc:  # the passages are stored: a full disk only delays compaction
                 log.warning("work folder: %s not compacted (%s)", self.path, exc)
 
+    def add(self, digests: Sequence[bytes], vectors: np.ndarray) -> int:
+        """Add the passages of ``digests`` the store lacks (another process may have added some meanwhile: the same
+        bits), as one chunk, under the lock after a refresh; how many were new."""
+        with self.lock():
+            self.refresh()
+            new = [i for i, digest in enumerate(digests) if digest not in self]
+            if new:
+                self.append([digests[i] for i in new], np.asarray(vectors)[new])
+        return len(new)
+
     def _next_names(self, count: int) -> list[str]:
         """Names for ``count`` new chunks: numbered after every name ever read here (a removed chunk's too, so no
         process can take a new chunk for one it read) and every name in the folder."""
@@ -392,51 +401,3 @@ def compact_store(path: Path) -> tuple[int, int, int] | None:
         store.refresh()
         before, after = store.compact(everything=True)
     return before, after, len(store)
-
-
-class StoredEncoder:
-    """A :class:`TextEncoder` whose passage embeddings come from an :class:`EmbeddingStore` and are added to it.
-
-    Passages missing from the store are embedded :data:`CHUNK_PASSAGES` at a time, each chunk appended when done,
-    under the store's lock (one process embeds a passage while the others wait, then read it). Queries (a few per
-    topic) are not kept. ``embedded`` counts the passages this object embedded (0: every passage came from the
-    store). The encoder itself is loaded on the first passage or query that needs it (``load``)."""
-
-    def __init__(self, load: object, store: EmbeddingStore, progress: bool = False) -> None:
-        self._load = load
-        self._encoder: TextEncoder | None = None
-        self.store = store
-        self.dimension = store.dimension
-        self.progress = progress
-        self.embedded = 0
-
-    @property
-    def encoder(self) -> TextEncoder:
-        if self._encoder is None:
-            self._encoder = self._load() if callable(self._load) else self._load  # type: ignore[assignment]
-        return self._encoder  # type: ignore[return-value]
-
-    def queries(self, texts: list[str]) -> np.ndarray:
-        return self.encoder.queries(texts)
-
-    def passages(self, texts: list[str]) -> np.ndarray:
-        digests = [text_digest(text) for text in texts]
-        if self.store.missing(digests):
-            self.store.refresh()
-            if self.store.missing(digests):
-                with self.store.lock():
-                    self.store.refresh()
-                    self._embed(dict(zip(digests, texts, strict=True)))
-        return self.store.vectors(digests)
-
-    def _embed(self, text_of: dict[bytes, str]) -> None:
-        missing = self.store.missing(text_of)
-        if not missing:
-            return
-        with progress_bar("embeddings", "passages", self.progress and len(missing) > CHUNK_PASSAGES,
-                          total=len(missing)) as bar:
-            for start in range(0, len(missing), CHUNK_PASSAGES):
-                part = missing[start : start + CHUNK_PASSAGES]
-                self.store.append(part, self.encoder.passages([text_of[d] for d in part]))
-                self.embedded += len(part)
-                bar.update(len(part))

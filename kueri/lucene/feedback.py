@@ -141,24 +141,25 @@ class FeedbackModel:
         return result
 
 
-def feedback_run(index: LuceneIndex, config: FeedbackConfig, topics: Iterable[str] | None = None) -> Run:
+def feedback_run(index: LuceneIndex, config: FeedbackConfig, topics: Iterable[str] | None = None,
+                 threads: int | None = None) -> Run:
     """The RF run; topics in ascending number; ``topics`` restricts it to those numbers: the whole run's topics
     among them (a topic after one whose query does not parse is left out even when that one is not asked for), so
-    that runs of parts of the topics, joined, are the whole run (``kueri run --ray`` runs them in batches)."""
+    that runs of parts of the topics, joined, are the whole run (``kueri run --ray`` runs them in batches).
+    ``threads``: topics searched side by side (:class:`~kueri.lucene.search.Searcher`)."""
     L = lucene()
     model = FeedbackModel(index, read_judgments(config.judgments_path), config.missing)
     # Lucene's clause limit is a static: raised for these queries only, and given back afterwards.
     previous = L.IndexSearcher.getMaxClauseCount()
     L.IndexSearcher.setMaxClauseCount(MAX_CLAUSES)
     try:
-        return _feedback_searches(L, index, model, config, topics)
+        return _feedback_searches(L, Searcher(index, Similarity("bm25"), threads), model, config, topics)
     finally:
         L.IndexSearcher.setMaxClauseCount(previous)
 
 
-def _feedback_searches(L: Any, index: LuceneIndex, model: FeedbackModel, config: FeedbackConfig,
+def _feedback_searches(L: Any, searcher: Searcher, model: FeedbackModel, config: FeedbackConfig,
                        topics: Iterable[str] | None) -> Run:
-    searcher = Searcher(index, Similarity("bm25"))
     parser = L.QueryParser(CONTENTS_FIELD, L.StandardAnalyzer())
     left = set(topics) if topics is not None else None  # the wanted topics not reached yet
     queries: dict[str, Any] = {}

@@ -138,9 +138,12 @@ class Searcher:
     >>> hits = searcher.search("laptop or desktop?", k=10)  # doctest: +SKIP
     """
 
-    def __init__(self, index: LuceneIndex, similarity: Similarity | None = None) -> None:
+    def __init__(self, index: LuceneIndex, similarity: Similarity | None = None, threads: int | None = None) -> None:
+        """``threads``: how many queries :meth:`search_queries` searches side by side (None: ``KUERI_WORKERS``, else
+        2 on 2+ cores; a run gives its run context's workers)."""
         L = lucene()
         self.index = index
+        self.threads = resolve_workers(threads)
         self.searcher = L.IndexSearcher(index.reader, signature="(Lorg/apache/lucene/index/IndexReader;)V")
         self.similarity = similarity or Similarity()
         self.searcher.setSimilarity(self.similarity.build())
@@ -174,7 +177,7 @@ class Searcher:
         Each query is searched exactly as :meth:`search_query` alone would (the same scorer, float sums and
         ties); only the queries overlap in time. Without the helper, one after the other.
         """
-        return run_queries(self.searcher, self.index.ids, queries, k)
+        return run_queries(self.searcher, self.index.ids, queries, k, self.threads)
 
     def search(
         self,
@@ -202,12 +205,12 @@ class Searcher:
         return {topic.number: hits for topic, hits in zip(topics, found, strict=True) if hits}
 
 
-def run_queries(searcher: Any, ids: Sequence[str], queries: Sequence[Any], k: int) -> list[list[Hit]]:
+def run_queries(searcher: Any, ids: Sequence[str], queries: Sequence[Any], k: int, threads: int) -> list[list[Hit]]:
     """The top ``k`` hits of each query on ``searcher`` (an ``IndexSearcher``), doc ids named by ``ids``: with
-    kueri's Java helper on several Java threads, one query each (each searched exactly as alone), else one
+    kueri's Java helper on up to ``threads`` Java threads, one query each (each searched exactly as alone), else one
     after the other."""
     L = lucene()
-    threads = min(resolve_workers(), len(queries))
+    threads = min(threads, len(queries))
     try:
         if threads < 2 or not has_java_helper():
             return [[Hit(ids[sd.doc], sd.score) for sd in searcher.search(query, k).scoreDocs] for query in queries]
@@ -232,7 +235,7 @@ class PassageScorer:
 
     def __init__(self, index: LuceneIndex, similarity: Similarity | None = None,
                  fields: Sequence[tuple[str, float]] = DEFAULT_FIELDS) -> None:
-        self.searcher = Searcher(index, similarity)
+        self.searcher = Searcher(index, similarity, threads=1)  # one query at a time
         self.builder = QueryBuilder(index.analyzer(), list(fields))
 
     def scores(self, text: str, pids: Sequence[str]) -> list[float]:

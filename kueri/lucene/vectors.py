@@ -38,6 +38,7 @@ from kueri.errors import BrokenCache, KueriError
 from kueri.lucene.index import IDS_FILE, MANIFEST, ReaderHandle, directory_size
 from kueri.lucene.jvm import java_error, java_error_message, lucene
 from kueri.lucene.search import run_queries
+from kueri.processes import resolve_workers
 from kueri.progress import progress_bar
 from kueri.records import Hit
 
@@ -183,10 +184,12 @@ class VectorIndex(ReaderHandle):
     def __len__(self) -> int:
         return len(self.ids)
 
-    def search(self, queries: np.ndarray, hits: int, k: int | None = None, exact: bool = False) -> list[list[Hit]]:
+    def search(self, queries: np.ndarray, hits: int, k: int | None = None, exact: bool = False,
+               threads: int | None = None) -> list[list[Hit]]:
         """The ``hits`` nearest passages of each query vector (rows of ``queries``), best first, scored as Lucene
         scores a dot product, ``(1 + q·v) / 2``. HNSW keeps ``k`` candidates (default ``hits``) per segment;
-        ``exact`` compares with every vector instead."""
+        ``exact`` compares with every vector instead. ``threads``: queries searched side by side (None:
+        ``KUERI_WORKERS``, else 2 on 2+ cores)."""
         L = lucene()
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.dimension:
@@ -198,7 +201,7 @@ class VectorIndex(ReaderHandle):
                 built.append(L.KnnFloatVectorQuery(VECTOR_FIELD, row, max(len(self.ids), 1), L.MatchAllDocsQuery()))
             else:
                 built.append(L.KnnFloatVectorQuery(VECTOR_FIELD, row, k))
-        return run_queries(self.searcher, self.ids, built, hits)
+        return run_queries(self.searcher, self.ids, built, hits, resolve_workers(threads))
 
     def vectors(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """The stored vectors of doc ids ``start`` to ``stop`` (float32, the bits that were written)."""

@@ -1,7 +1,7 @@
 """What ``kueri serve`` answers: the passages shown, the verdict, the evidence, a summary per side.
 
-Plain frozen records built from a ranking (:mod:`kueri.serve.engine` builds them), each with its JSON; the page
-and the API read only these. The vocabulary of the two sides is defined here once: :data:`SIDES`.
+Plain frozen records built from a ranking (:func:`assemble`), each with its JSON; the page and the API read only
+these. The vocabulary of the two sides is defined here once: :data:`SIDES`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,16 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kueri.objects import OBJ1, OBJ2
-from kueri.questions import speaks_of
-from kueri.records import STANCES
+from kueri.objects import OBJ1, OBJ2, ObjectMatcher, mentions
+from kueri.questions import analyse, aspect_terms, speaks_of
+from kueri.records import STANCES, Hit
+from kueri.serve.topics import FREE_TOPIC
+
+if TYPE_CHECKING:
+    from kueri.serve.cache import Ranking
+    from kueri.serve.links import SourceLinks
 
 #: The two sides of a comparison: the stance that favours each object -> its name in the API's JSON and on the
 #: page, and the mark of that object's mentions in a passage (:func:`kueri.objects.mentions`).
@@ -223,3 +228,41 @@ def _best_sentence(passage: Passage, mark: str, terms: Sequence[str]) -> tuple[f
         if score and (best is None or score > best[0]):
             best = (score, sentence)
     return best
+
+
+def assemble(question: str, ranking: Ranking, k: int, seconds: float, links: SourceLinks,
+             aspect: str | None = None) -> Answer:
+    """The answer to ``question`` from its ranking's top ``k`` passages (filled), each with its source link; ``aspect``
+    replaces the one found in the question ("": none): it marks the passages that speak of it."""
+    topic = ranking.topic
+    objects = topic.objects if all(topic.objects) else None
+    matcher = ObjectMatcher(*objects) if objects else None
+    found = analyse(question)
+    aspect_from = "given" if aspect is not None else ("extracted" if found.aspect else "none")
+    aspect = (aspect if aspect is not None else found.aspect) or None
+    if aspect is None:
+        aspect_from = "none"
+    terms = aspect_terms(aspect)
+    passages = []
+    for rank, hit in enumerate(ranking.hits[:k], start=1):
+        text = ranking.texts[hit.doc]
+        passages.append(Passage(rank, hit.doc, hit.stance if hit.stance in STANCES else UNLABELLED, hit.score,
+                                ranking.quality.get(hit.doc), text, links.url(hit.doc),
+                                tuple(mentions(text, matcher)) if matcher else (), speaks_of(text, terms),
+                                ranking.deciding_sentences.get(hit.doc)))
+    threshold = ranking.config.weak_score  # a question without objects was ranked by a configuration without one
+    evidence = Evidence.of([hit.score for hit in ranking.hits], threshold) if threshold is not None else None
+    summaries = {side: summarise(passages, side, terms) for side in SIDES} if objects else {}
+    # a Touché topic is a comparative question by definition; a free one is if the extractor says so
+    comparative = ranking.objects_from.startswith("topic") or (found.comparative and objects is not None)
+    return Answer(question, objects, ranking.objects_from, topic.number if topic.number != FREE_TOPIC else None,
+                  ranking.config.name, ranking.config.summary(), len(ranking.hits), passages, Verdict.of(passages),
+                  seconds or 0.0, ranking.note, comparative, aspect, aspect_from, evidence, summaries)
+
+
+def run_lines(answer: Answer) -> list[str]:
+    """The answer's passages as the lines of a Touché run file (qid: the topic's number, else ``q``)."""
+    from kueri.runfile import format_run_lines
+
+    hits = [Hit(p.id, p.relevance, p.stance) for p in answer.passages]
+    return list(format_run_lines({answer.topic or FREE_TOPIC: hits}, f"kueri-{answer.config}"))

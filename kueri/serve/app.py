@@ -32,7 +32,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from kueri.serve import pyserini
-from kueri.serve.answer import Answer
+from kueri.serve.answer import Answer, run_lines
 from kueri.serve.checks import (
     API_PARAMETERS,
     MAX_BODY,
@@ -54,7 +54,7 @@ from kueri.serve.checks import (
 from kueri.serve.engine import Engine
 from kueri.serve.feedback import FORM_FIELDS, BadFeedback, FeedbackLog
 from kueri.serve.openapi import document
-from kueri.serve.responses import answer, error_body, error_headers, error_status
+from kueri.serve.responses import error_body, error_headers, error_status
 
 HERE = Path(__file__).resolve().parent
 #: Every response: nothing from elsewhere (scripts, styles, frames, forms), no framing of the page by others.
@@ -85,7 +85,7 @@ async def _search(engine: Engine, query: Mapping[str, str], feedback: FeedbackLo
         objects = parse_objects(given["objects"]) if given.get("objects") else None
         answer_format(given.get("format"))
         narrow = flag(given.get("narrow"), "narrow")
-        found = await answer(engine, question, objects, given.get("config") or None,
+        found = await engine.answer(question, objects, given.get("config") or None,
                              whole_number(given.get("k"), PAGE_K, MAX_K), aspect_of(given))
         found = await _identified(found.narrowed() if narrow else found, feedback)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON error
@@ -174,7 +174,7 @@ async def api_search(request: Request) -> Response:
         return JSONResponse(body, status_code=status, headers=headers)
     kind = request.query_params.get("format")  # a format asked for is a download
     if kind == "run":
-        return PlainTextResponse("".join(engine.run_lines(found)), headers=_download(_file_name(found), "txt"))
+        return PlainTextResponse("".join(run_lines(found)), headers=_download(_file_name(found), "txt"))
     return JSONResponse(body, headers=_download(_file_name(found), "json") if kind else None)
 
 
@@ -224,7 +224,7 @@ async def page(request: Request) -> Response:
             objects = parse_objects(f"{first},{second}") if first else None
             narrow = flag(given.get("narrow"), "narrow")
             # the page's aspect field is always sent: empty means "the question's own", as for the objects
-            found = await answer(engine, question, objects, given.get("config") or None,
+            found = await engine.answer(question, objects, given.get("config") or None,
                                  whole_number(given.get("k"), PAGE_K, PAGE_MAX_K), aspect_of(given) or None)
             shown = await _identified(found.narrowed() if narrow else found, request.app.state.feedback)
             context.update(answer=shown, whole=found, narrow=narrow,

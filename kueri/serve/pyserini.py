@@ -10,7 +10,6 @@ offered, and a query is ranked as a question, exactly as ``/api/search`` ranks i
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from starlette.requests import Request
@@ -29,7 +28,7 @@ from kueri.serve.checks import (
     whole_number,
 )
 from kueri.serve.engine import Engine
-from kueri.serve.responses import answer, error_body, error_response
+from kueri.serve.responses import error_body, error_response
 
 #: pyserini's kinds of index (its ``index_type``): an inverted index (``tf``), Lucene's vectors (``lucene_hnsw``,
 #: ``lucene_flat``), learned sparse (``impact``), Faiss.
@@ -80,7 +79,7 @@ async def search(request: Request) -> Response:
         if refused is not None:
             return refused
         query = check_text(given.get("query", ""), "query", MAX_QUESTION)
-        found = await answer(engine, query, None, name, whole_number(given.get("hits"), PAGE_K, MAX_K, "hits"))
+        found = await engine.answer(query, None, name, whole_number(given.get("hits"), PAGE_K, MAX_K, "hits"))
     except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON error
         return error_response(exc, "pyserini")
     return JSONResponse({"query": {"qid": given.get("qid", ""), "text": query},
@@ -98,8 +97,7 @@ async def document(request: Request) -> Response:
         if request.query_params:
             raise BadQuestion(f"unknown parameter(s) {', '.join(sorted(request.query_params))}")
         docid = check_text(docid, "docid", MAX_ID)
-        future = engine.queue.submit(lambda: engine.passage_text(docid))
-        text = await asyncio.wait_for(asyncio.wrap_future(future), engine.queue.max_wait or None)
+        text = await engine.passage(docid)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON error
         return error_response(exc, "pyserini")
     if text is None:

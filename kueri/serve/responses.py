@@ -1,43 +1,19 @@
-"""What the routes of :mod:`kueri.serve.app` and :mod:`kueri.serve.pyserini` share: an answer awaited without
-holding up the event loop, and every failure as a JSON error with its status."""
+"""What the routes of :mod:`kueri.serve.app` and :mod:`kueri.serve.pyserini` share: every failure as a JSON error
+with its status (an answer is the engine's one call, :meth:`kueri.serve.engine.Engine.answer`)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
 from kueri.errors import KueriError
-from kueri.serve.answer import Answer
 from kueri.serve.checks import BadQuestion
-from kueri.serve.engine import Engine
 from kueri.serve.feedback import BadFeedback
 from kueri.serve.queue import Busy
 
 log = logging.getLogger(__name__)
-
-
-async def answer(engine: Engine, question: str, objects: tuple[str, str] | None, config: str | None,
-                 k: int, aspect: str | None = None) -> Answer:
-    """From the cache at once, else queued on the pipeline thread by its expected cost (while the event loop serves
-    others); a :class:`Busy` at once when the queue would keep it longer than its ``max_wait``, or when it waited
-    that long (a question that has not started by then is taken off the queue)."""
-    engine.config(config)  # an unknown configuration is a 400 before anything is queued
-    cached = engine.cached(question, objects, config, k, aspect)
-    if cached is not None:
-        return cached
-    # its expected cost (cached, warm or cold) orders it in the queue: probed on the pipeline thread before the next
-    # ranking starts (Java is used from that thread only)
-    future = engine.queue.submit(lambda cost: engine.ask(question, objects, config, k, aspect, cost), question=True,
-                                 probe=lambda: engine.expected_cost(question, objects, config))
-    try:
-        return await asyncio.wait_for(asyncio.wrap_future(future), engine.queue.max_wait or None)
-    except TimeoutError:
-        future.cancel()
-        raise Busy(f"no answer within {engine.queue.max_wait:.0f} s; the server is busy, try again later",
-                   engine.queue.retry_after()) from None
 
 
 def error_status(exc: Exception) -> tuple[int, str]:

@@ -9,18 +9,17 @@ and one :func:`register` call (below for kueri's own, in run order; see docs/arc
 
 from kueri.stages import quality, retrieval, second_stage, stance
 from kueri.stages.base import (
-    ALL,
-    OFF,
     STAGES,
     Context,
-    Option,
+    Cost,
     Stage,
     StageDefaults,
     StageKind,
     Texts,
     add_flags,
+    capability,
     compile_stages,
-    depth_flag,
+    flag_owners,
     kind_named,
     options,
     register,
@@ -28,11 +27,14 @@ from kueri.stages.base import (
     stored_encoder,
     unregister,
 )
+from kueri.stages.plan import Plan
+from kueri.stages.settings import ALL, FLAG_GROUPS, OFF, Flag, Option, depth_flag, flag, options_of, setting
 
 # The order of a run's stages, written once.
 for _kind in (retrieval.KIND, second_stage.KIND, quality.KIND, stance.KIND):
     register(_kind)
 
-__all__ = ["ALL", "OFF", "STAGES", "Context", "Option", "Stage", "StageDefaults", "StageKind", "Texts", "add_flags",
-           "compile_stages", "depth_flag", "kind_named", "options", "register", "settings_table", "stored_encoder",
-           "unregister"]
+__all__ = ["ALL", "FLAG_GROUPS", "OFF", "STAGES", "Context", "Cost", "Flag", "Option", "Plan", "Stage",
+           "StageDefaults", "StageKind", "Texts", "add_flags", "capability", "compile_stages", "depth_flag", "flag",
+           "flag_owners", "kind_named", "options", "options_of", "register", "setting", "settings_table",
+           "stored_encoder", "unregister"]

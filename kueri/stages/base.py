@@ -10,25 +10,26 @@ order of :data:`STAGES` is the order a run applies them in; the pipeline, the co
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from kueri.errors import KueriError, deprecated
+from kueri.errors import KueriError
 from kueri.lucene import AnalyzerConfig, LuceneIndex
 from kueri.parse import TextCorpus
 from kueri.records import Run, Texts, Topic
 from kueri.runcontext import RunContext
+from kueri.stages.settings import Option, add_option_flags
 
 T = TypeVar("T")
 
 
 class Context(Protocol):
     """What the stages of one run share: the corpus and its indexes, the topics, the passage texts, how the run
-    goes (``run_context``: the work folder of caches, progress bars, bad lines, workers), objects loaded once
-    (models, encoders), nested runs (fusion)."""
+    goes (``run_context``: the work folder of caches, progress bars, bad lines, workers), the encoders and other
+    objects loaded once (models), nested runs (fusion). A session (:class:`kueri.session.Session`) gives one per
+    run (:meth:`~kueri.session.Session.context`)."""
 
     corpus: str | Path | TextCorpus  # its files, or passages given with their texts (given candidates)
     topics: list[Topic]
@@ -40,43 +41,77 @@ class Context(Protocol):
 
     def run_named(self, name: str) -> Run: ...
 
+    def encoder(self, name: str) -> Any: ...
+
     def shared(self, key: Hashable, make: Callable[[], T]) -> T: ...
+
+
+#: How many passages' embeddings an encoder's store holds, of the passages with these texts (what a cost probe
+#: reads: :meth:`Stage.cost`).
+Stored = Callable[[str, list[str]], int]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one question costs a stage beyond what a warm question costs: of the passages whose embeddings it reads
+    (``needed``), how many its encoders' stores lack (``short``); Cost() is nothing beyond."""
+
+    short: int = 0
+    needed: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.short + other.short, self.needed + other.needed)
 
 
 class Stage(Protocol):
     """One step of a run: ``name`` (short), ``summary()`` (one line, for ``kueri configs -v`` and logs),
-    ``needs_objects`` (reads the topics' two objects), ``adds`` (result columns it adds, e.g. ``stance``),
-    ``embeds()`` (the encoders of :mod:`kueri.encoders` whose passage embeddings it reads: a server embeds the
-    corpus ahead with them), ``reads_title_scores`` (it reads the scores of the configuration's title search, not
-    just any first stage's: given candidates are scored by that search first, :mod:`kueri.stages.given`),
-    ``orders_topics`` (its run lists the topics by number, :func:`~kueri.records.topic_key`, not in the order it got
-    them: a run made of batches of topics is then sorted so, :mod:`kueri.ray_runs`) and, for a
-    first stage, ``title_search()`` (that search: the stage itself, or its lexical half; None: it has none)."""
+    ``needs_objects`` (reads the topics' two objects), ``adds`` (result columns it adds, e.g. ``stance``) and
+    ``apply(run, context)``.
+
+    The other members are what a stage can say of itself, each optional (:class:`StageDefaults` gives the defaults,
+    and :func:`capability` gives them to a stage that does not inherit it); callers ask a run's stages through
+    :class:`~kueri.stages.plan.Plan`, which gathers the answers, never by a stage's type. A fused stage answers from
+    the stages of the runs it fuses.
+
+    - ``reads_title_scores``: it reads the scores of the configuration's title search, not just any first stage's
+      (given candidates are scored by that search first, :mod:`kueri.stages.given`);
+    - ``orders_topics``: its run lists the topics by number (:func:`~kueri.records.topic_key`), not in the order it
+      got them (a run made of batches of topics is then sorted so, :mod:`kueri.ray_runs`);
+    - ``reads_judgments``: it reads relevance judgments (a manual run);
+    - ``indexes()``: the analyses of the indexes it reads; ``embeds()``: the encoders of :mod:`kueri.encoders`
+      whose passage embeddings it reads (a server embeds the corpus ahead with them);
+    - ``title_search()``: a first stage's title search (the stage itself, or its lexical half; None: none);
+    - ``prepare(context)``: make ahead, in the work folder, what its run will read (a dense search's vectors);
+    - ``embedded_depths(default_depth)``: per encoder, how many of a topic's top candidates it embeds;
+    - ``probe(context)``: its run when that is cheap to know (a first stage's; None: it is not);
+    - ``cost(run, context, stored)``: what a question costs it beyond a warm one's, given the run it gets (None:
+      not known cheaply); None: unknown;
+    - ``explain(run, context)``: the sentence that decided each label it gives, by passage id ({}: it explains
+      none)."""
 
     name: str
     needs_objects: bool
     adds: tuple[str, ...]
-    reads_title_scores: bool
-    orders_topics: bool
 
     def summary(self) -> str: ...
-
-    def embeds(self) -> tuple[str, ...]: ...
-
-    def title_search(self) -> Any: ...
 
     def apply(self, run: Run, context: Context) -> Run: ...
 
 
 class StageDefaults:
-    """What most stages are (a stage class may inherit it): it reads no topic objects, adds no result column, reads
-    no passage embeddings and no title-search scores, keeps the topics in the order it got them, and has no title
-    search of its own."""
+    """What most stages are (a stage class may inherit it, see :class:`Stage`): it reads no topic objects, adds no
+    result column, reads no title-search scores, keeps the topics in the order it got them, reads no judgments, no
+    index, no passage embeddings, has no title search, prepares nothing, costs a question nothing beyond a warm
+    one's when it reads no passage embeddings (else: unknown), is not cheap to probe, and explains nothing."""
 
     needs_objects: bool = False
     adds: tuple[str, ...] = ()
     reads_title_scores: bool = False
     orders_topics: bool = False
+    reads_judgments: bool = False
+
+    def indexes(self) -> tuple[AnalyzerConfig, ...]:
+        return ()
 
     def embeds(self) -> tuple[str, ...]:
         return ()
@@ -84,101 +119,43 @@ class StageDefaults:
     def title_search(self) -> Any:
         return None
 
+    def prepare(self, context: Context) -> None:
+        return None
+
+    def embedded_depths(self, default_depth: int) -> dict[str, int]:
+        return {}
+
+    def probe(self, context: Context) -> Run | None:
+        return None
+
+    def cost(self, run: Run | None, context: Context, stored: Stored) -> Cost | None:
+        return Cost() if not capability(self, "embeds")() else None
+
+    def explain(self, run: Run, context: Context) -> dict[str, str | None]:
+        return {}
+
+
+def capability(stage: Stage, name: str) -> Any:
+    """The optional member ``name`` of ``stage`` (:class:`Stage`): its own, else :class:`StageDefaults`' (bound to the
+    stage: a stage of one's own need not know them)."""
+    found = getattr(stage, name, None)
+    if found is not None:
+        return found
+    default = getattr(StageDefaults, name)
+    return default.__get__(stage) if callable(default) else default
+
 
 def stored_encoder(context: Context, name: str) -> Any:
-    """The encoder ``name`` of :mod:`kueri.encoders`, loaded once per context: with its passage embeddings in its
-    store in the context's work folder (read from it and added to it), or plain without a work folder."""
-    from kueri.encoders import open_encoder
-
-    workdir, progress = context.run_context.workdir, context.run_context.progress
-    key = ("encoder", name) if workdir is None else ("stored-encoder", name, str(workdir))
-    return context.shared(key, lambda: open_encoder(name, workdir, progress))
-
-
-#: What the words of a setting mean, in every configuration, flag, class and function: a depth is how many of a
-#: topic's top hits (None, ``all`` on the command line: every hit); a stage's model or source None (``none``) is
-#: the stage switched off.
-ALL, OFF = "all", "none"
-
-
-def depth_flag(text: str) -> int | str:
-    """A depth flag's value: a number of hits (at least 0: an old spelling may still mean something by 0) or
-    ``all``."""
-    if text.strip() == ALL:
-        return ALL
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"depth {text!r}: give a number of hits or {ALL}")
-    return int(text)
-
-
-@dataclass(frozen=True)
-class Option:
-    """One setting of a stage, declared once in the stage's module: the configuration's field ``name`` (its
-    ``default``), the command-line flag (``--name-with-dashes`` unless ``flag`` says otherwise; none when
-    ``command_line`` is False: its flags are another group's), the help line, and the PyTerrier transformer's
-    parameter (``param``, taking ``on`` when not given; None: the default). A setting that ``needs`` its stage's
-    switch turns the stage on (the switch's ``on``) when given to a configuration that has it off.
-
-    ``off`` says what the flag value ``none`` does (the field becomes None: the stage is off, or the setting
-    unset); a depth's ``all`` becomes None (every hit). ``deprecated`` maps an old flag value to the message
-    naming the new spelling and the changes it still makes for one release."""
-
-    name: str
-    default: Any
-    help: str
-    type: Callable[[str], Any] | None = None
-    metavar: str | None = None
-    off: str | None = None
-    flag: str | None = None
-    action: str | None = None
-    aliases: tuple[str, ...] = ()  # other spellings of the flag
-    param: str | None = None
-    on: Any = None
-    command_line: bool = True
-    annotation: Any = Any
-    deprecated: tuple[tuple[Any, str, tuple[tuple[str, Any], ...]], ...] = ()  # (old value, new spelling, changes)
-    needs: str | None = None  # the setting that switches its stage on: given without it, that one takes its ``on``
-
-    @property
-    def flag_name(self) -> str:
-        return self.flag or "--" + self.name.replace("_", "-")
-
-    @property
-    def help_line(self) -> str:
-        return f"{self.help}; {OFF}: {self.off}" if self.off else self.help
-
-    def add_to(self, group: Any) -> None:
-        if not self.command_line:
-            return
-        if self.action:
-            group.add_argument(self.flag_name, *self.aliases, dest=self.name, action=self.action, default=None,
-                               help=self.help_line)
-        else:
-            group.add_argument(self.flag_name, *self.aliases, dest=self.name, type=self.type, metavar=self.metavar,
-                               help=self.help_line)
-
-    def changes(self, given: Any) -> dict[str, Any]:
-        """The configuration's changes a flag value asks for: ``none`` (with ``off``) and a depth's ``all`` are
-        None, an old spelling what it meant (with a warning)."""
-        for old, new, changes in self.deprecated:
-            if given == old:
-                deprecated(f"{self.flag_name} {old}", new)
-                return dict(changes)
-        if (self.off and given == OFF) or given == ALL:
-            return {self.name: None}
-        return {self.name: given}
-
-    def row(self) -> str:
-        """This setting as a row of the settings table (docs/architecture.md)."""
-        flag = f"`{self.flag_name}`" if self.command_line else ""
-        param = f"`{self.param}`" if self.param else ""
-        return f"| `{self.name}` | `{self.default!r}` | {flag} | {param} | {self.help_line} |"
+    """The encoder ``name`` of :mod:`kueri.encoders` as the context's stages use it: loaded once per session, with its
+    passage embeddings in its store in the work folder (read from it and added to it), or plain without one."""
+    return context.encoder(name)
 
 
 @dataclass(frozen=True)
 class StageKind:
     """A stage's registration: ``build(config)`` is the stage a configuration asks for (None: not this run),
-    ``options`` its settings (the configuration's fields, flags and transformer parameters are made of them) and
+    ``options`` its settings (the configuration's fields, flags and transformer parameters are made of them: kueri's
+    own stages declare them as the fields of a settings class, :func:`~kueri.stages.settings.options_of`) and
     ``check(config)`` raises a :class:`~kueri.errors.KueriError` when they do not go together."""
 
     name: str
@@ -233,9 +210,14 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags of every stage that has settings, in stage order (``kueri run``, ``kueri tira``)."""
-    group = parser.add_argument_group("later stages (replace the configuration's)")
-    for kind in STAGES:
-        for option in kind.options:
-            option.add_to(group)
+def add_flags(parser: Any, group: str = "stages", kinds: Any = None, title: str | None = None) -> Any:
+    """The flags of the registered stages' settings of the flag group ``group`` (:data:`~kueri.stages.settings.
+    FLAG_GROUPS`; ``kinds``: of those stages only, by name), in stage order (``kueri run``, ``kueri tira``); the
+    argparse group they went in."""
+    return add_option_flags(parser, [option for kind in STAGES if kinds is None or kind.name in kinds
+                              for option in kind.options], group, title)
+
+
+def flag_owners() -> dict[str, Option]:
+    """Every registered setting by the names of its flags' values (:attr:`~kueri.stages.settings.Option.dests`)."""
+    return {dest: option for kind in STAGES for option in kind.options for dest in option.dests}

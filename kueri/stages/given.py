@@ -16,7 +16,7 @@ from typing import Any
 from kueri.errors import KueriError
 from kueri.lucene import AnalyzerConfig
 from kueri.records import Hit, Run
-from kueri.stages.base import Context, Stage, StageDefaults
+from kueri.stages.base import Context, Stage, StageDefaults, capability
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,6 +30,12 @@ class Given(StageDefaults):
     hits: int
     scored_by: Any = None
     name = "given"
+
+    def indexes(self) -> tuple[AnalyzerConfig, ...]:
+        return (self.analyzer,)
+
+    def probe(self, context: Context) -> Run:
+        return self.apply({}, context)  # the candidates are known: at most a search of their titles
 
     def summary(self) -> str:
         rescored = f", scored by [{self.scored_by.summary()}]" if self.scored_by is not None else ""
@@ -49,9 +55,9 @@ class Given(StageDefaults):
 def given_stages(config: Any, run: Run) -> list[Stage]:
     """``config``'s stages over the candidates of ``run``: :class:`Given`, then the stages after its first."""
     first, *later = config.stages()
-    # Both are optional members of a stage (StageDefaults gives them): a stage of one's own need not know them.
-    reads = any(getattr(stage, "reads_title_scores", False) for stage in later)
-    search = getattr(first, "title_search", lambda: None)() if reads else None
+    # Both are optional members of a stage: a stage of one's own need not know them.
+    reads = any(capability(stage, "reads_title_scores") for stage in later)
+    search = capability(first, "title_search")() if reads else None
     return [Given(run, config.analyzer, config.hits, search), *later]
 
 

@@ -8,7 +8,12 @@ from typing import Any
 
 from kueri.quality.scores import DEBATER, OLD_DEBATER
 from kueri.records import Run
-from kueri.stages.base import Context, Option, StageDefaults, StageKind
+from kueri.stages.base import Context, StageDefaults, StageKind
+from kueri.stages.settings import options_of, setting
+
+#: Passages the offline quality model scores in this process: for fewer, worker processes (each loading the model)
+#: cost more than they save; for more, the run context's workers score them side by side.
+POOL_MIN_PASSAGES = 2_000
 
 
 @dataclass(frozen=True)
@@ -28,8 +33,10 @@ class QualityRerank(StageDefaults):
         out)."""
         from kueri.quality.offline import quality_scores_for
 
+        how = context.run_context
+        workers = how.resolved_workers() if len(ids) >= POOL_MIN_PASSAGES else 1
         return quality_scores_for(self.source, context.corpus, ids, texts=context.texts("quality"),
-                                  skip_bad=context.run_context.skip_bad)
+                                  workers=workers, skip_bad=how.skip_bad)
 
     def apply(self, run: Run, context: Context) -> Run:
         from kueri.quality import times_quality
@@ -41,12 +48,18 @@ def build(config: Any) -> QualityRerank | None:
     return QualityRerank(config.quality_rerank) if config.quality_rerank else None
 
 
-KIND = StageKind("quality", build, options=(
-    Option("quality_rerank", None, f"rerank by argument quality from: offline (the shipped model), {DEBATER} (the "
-           "original team's IBM Debater scores) or a 'passage_id<TAB>score' file", flag="--quality",
-           metavar="SOURCE", off="no quality rerank", param="source", on="offline", annotation=str | None,
-           deprecated=((OLD_DEBATER, f"--quality {DEBATER}", (("quality_rerank", DEBATER),)),)),
-), summary="score times argument quality")
+@dataclass(frozen=True)
+class QualitySettings:
+    """The quality rerank's setting."""
+
+    quality_rerank: str | None = setting(
+        None, f"rerank by argument quality from: offline (the shipped model), {DEBATER} (the original team's IBM "
+        "Debater scores) or a 'passage_id<TAB>score' file", flag="--quality", metavar="SOURCE",
+        off="no quality rerank", param="source", on="offline",
+        deprecated=((OLD_DEBATER, f"--quality {DEBATER}", (("quality_rerank", DEBATER),)),))
+
+
+KIND = StageKind("quality", build, options=options_of(QualitySettings), summary="score times argument quality")
 
 
 def shown_quality(config: Any) -> QualityRerank:

@@ -8,7 +8,12 @@ from typing import Any
 
 from kueri.lucene import AnalyzerConfig
 from kueri.records import Run
-from kueri.stages.base import Context, Option, StageDefaults, StageKind, stored_encoder
+from kueri.stages.base import Context, Cost, StageDefaults, StageKind, Stored, stored_encoder
+from kueri.stages.settings import options_of, setting
+
+#: The candidates a second stage whose depth is not set is taken to rerank when its cost is estimated (the
+#: depth the shipped models were trained at).
+DEFAULT_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,30 @@ class LearnedRanking(StageDefaults):
 
         models = [SecondStageModel.load(name) for name in (*(model for model, _ in self.cascade), self.model)]
         return tuple(sorted(frozenset().union(*(model.encoders for model in models))))
+
+    def indexes(self) -> tuple[AnalyzerConfig, ...]:
+        return (self.analyzer,)
+
+    def cost(self, run: Run | None, context: Context, stored: Stored) -> Cost | None:
+        """Of each topic's top candidates in ``run`` that its models embed (:meth:`embedded_depths`, of the top
+        :data:`DEFAULT_DEPTH` when its depth is not set), how many the stores lack (None: ``run`` is not known)."""
+        depths = self.embedded_depths(DEFAULT_DEPTH)
+        if not depths:
+            return Cost()
+        if run is None:
+            return None
+        window = max(DEFAULT_DEPTH, self.depth or DEFAULT_DEPTH)  # the candidates its first model ranks
+        cost = Cost()
+        for topic in context.topics:
+            ids = [hit.doc for hit in run.get(topic.number, [])[:window]]
+            texts = context.texts(self.name)(ids)
+            for encoder, count in depths.items():
+                # a cascade embeds what its cheaper model ranks on top of the window, not the first stage's top: so
+                # what counts is how many of the window's candidates are stored (an earlier question's), against
+                # how many the encoder embeds
+                wanted = min(count, len(texts))
+                cost += Cost(max(0, wanted - stored(encoder, texts)), wanted)
+        return cost
 
     def embedded_depths(self, default_depth: int) -> dict[str, int]:
         """Per encoder, how many of a topic's top candidates it embeds: the depth for an encoder of the first model
@@ -89,13 +118,22 @@ def parse_cascade(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(steps)
 
 
-KIND = StageKind("second-stage", build, options=(
-    Option("second_stage", None, "learned reranker of the top hits: second-stage-v2, second-stage-v1, "
-           "second-stage-lexical-v1, second-stage-whole-topic-v1 or a model file", metavar="MODEL",
-           off="no second stage", param="model", on="second-stage-v2", annotation=str | None),
-    Option("second_stage_depth", None, "hits per topic the second stage reranks (default: the depth its model was "
-           "trained at)", type=int, metavar="N", param="depth", on=100, annotation=int | None),
-    Option("second_stage_cascade", (), "cheaper models that rank first, each with how many of its top hits per topic "
-           "the next reorders (the default's: second-stage-lexical-v1:40,second-stage-v1:15), or none",
-           type=parse_cascade, metavar="MODEL:N,...", param="cascade", annotation=tuple[tuple[str, int], ...]),
-), summary="the learned reranker of the top hits")
+@dataclass(frozen=True)
+class SecondStageSettings:
+    """The learned second stage's settings."""
+
+    second_stage: str | None = setting(
+        None, "learned reranker of the top hits: second-stage-v2, second-stage-v1, second-stage-lexical-v1, "
+        "second-stage-whole-topic-v1 or a model file", metavar="MODEL", off="no second stage", param="model",
+        on="second-stage-v2")
+    second_stage_depth: int | None = setting(
+        None, "hits per topic the second stage reranks (default: the depth its model was trained at)", type=int,
+        metavar="N", param="depth", on=100)
+    second_stage_cascade: tuple[tuple[str, int], ...] = setting(
+        (), "cheaper models that rank first, each with how many of its top hits per topic the next reorders (the "
+        "default's: second-stage-lexical-v1:40,second-stage-v1:15), or none", type=parse_cascade,
+        metavar="MODEL:N,...", param="cascade")
+
+
+KIND = StageKind("second-stage", build, options=options_of(SecondStageSettings),
+                 summary="the learned reranker of the top hits")

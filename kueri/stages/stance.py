@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kueri.records import Run
-from kueri.stages.base import ALL, OFF, Context, Option, StageDefaults, StageKind, depth_flag
+from kueri.stages.base import Context, StageDefaults, StageKind
+from kueri.stages.settings import ALL, OFF, depth_flag, options_of, setting
 from kueri.stance.family import DEFAULT, MODELS
 
 
@@ -51,13 +52,19 @@ def build(config: Any) -> Stance | None:
     return Stance(config.stance_depth, config.stance_model) if config.stance_model else None
 
 
-# The stance is on when a configuration names its model (--stance-depth alone names the default); the old switch, a
-# depth of 0, still turns it off.
-KIND = StageKind("stance", build, options=(
-    Option("stance_depth", None, f"how many of each topic's top hits get a stance: N or {ALL} (every hit)",
-           type=depth_flag, metavar="N", param="depth", annotation=int | None, needs="stance_model",
-           deprecated=((0, f"--stance-model {OFF} (no stance)", (("stance_model", None), ("stance_depth", None))),)),
-    Option("stance_model", None, "label the stance of the top hits with MODEL: " + ", ".join(
-           f"{name} ({model.summary})" for name, model in MODELS.items()) + f", or a model file (default {DEFAULT})",
-           metavar="MODEL", off="no stance", param="model", on=DEFAULT, annotation=str | None),
-), summary="stance labels of the top hits")
+@dataclass(frozen=True)
+class StanceSettings:
+    """The stance stage's settings. The stance is on when a configuration names its model (--stance-depth alone names
+    the default); the old switch, a depth of 0, still turns it off."""
+
+    stance_depth: int | None = setting(
+        None, f"how many of each topic's top hits get a stance: N or {ALL} (every hit)", type=depth_flag, metavar="N",
+        param="depth", needs="stance_model",
+        deprecated=((0, f"--stance-model {OFF} (no stance)", (("stance_model", None), ("stance_depth", None))),))
+    stance_model: str | None = setting(
+        None, "label the stance of the top hits with MODEL: " + ", ".join(
+            f"{name} ({model.summary})" for name, model in MODELS.items()) + f", or a model file (default {DEFAULT})",
+        metavar="MODEL", off="no stance", param="model", on=DEFAULT)
+
+
+KIND = StageKind("stance", build, options=options_of(StanceSettings), summary="stance labels of the top hits")

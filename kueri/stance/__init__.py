@@ -8,6 +8,7 @@ family (:mod:`kueri.stance.family`: :func:`load_model` by name, :class:`Cascade`
 """
 
 from kueri.stance.decision import Explanation
+from kueri.stance.facts import LABELS
 from kueri.stance.family import DEFAULT, MODELS, Cascade, StanceClassifier, load_model
 from kueri.stance.label import (
     DEFAULT_DEPTH,
@@ -18,10 +19,10 @@ from kueri.stance.label import (
     label_run,
     needed_ids,
 )
-from kueri.stance.model import DEFAULT_MODEL, LABELS, StanceModel
+from kueri.stance.model import StanceModel
 
 __all__ = [
-    "DEFAULT", "DEFAULT_DEPTH", "DEFAULT_MODEL", "LABELS", "MODELS", "Cascade", "Explanation", "LabelSummary",
+    "DEFAULT", "DEFAULT_DEPTH", "LABELS", "MODELS", "Cascade", "Explanation", "LabelSummary",
     "StanceClassifier", "StanceModel", "corpus_texts", "explain_run", "index_texts", "label_run", "load_model",
     "needed_ids",
 ]

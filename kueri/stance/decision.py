@@ -18,7 +18,7 @@ import numpy as np
 
 from kueri.errors import KueriError, SetupError
 from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, sentences, tokens
-from kueri.records import STANCES as LABELS  # passage classes in the order of the models' rows
+from kueri.stance.facts import LABELS
 
 _NEUTRAL, _NO = LABELS.index("NEUTRAL"), LABELS.index("NO")
 

@@ -20,22 +20,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kueri import resources
 from kueri.errors import SetupError
 from kueri.objects import OBJ1, OBJ2, swap_tokens
+from kueri.stance.facts import MODELS_DIR, SENTENCE_LABELS, SENTENCE_SWAP
 
 if TYPE_CHECKING:  # the encoders' modules load when a model first needs an encoder, not with every stance model
     from kueri.encoders.cross import CrossEncoder
 
-SENTENCE_MODEL = resources.path("models", "stance-encoder-v1.npz")
+SENTENCE_MODEL = MODELS_DIR / "stance-encoder-v1.npz"
 #: What the masked objects read as: one word piece each, as unlike as two words can be (``obj1`` / ``obj2`` are
 #: three pieces that differ only in the last, and a model fine-tuned on them could not tell which was which).
 PLACEHOLDERS = {"OBJ1": "x", "OBJ2": "y"}
 #: The first text of every pair: the second says whether it holds, the reverse, or neither.
 HYPOTHESIS = "x is better than y"
-SENTENCE_LABELS = ("BETTER", "WORSE", "NONE")
-#: Exchanging the objects exchanges these probabilities.
-SENTENCE_SWAP = [1, 0, 2]
 SENTENCE_REBUILD = "`python scripts/train_stance_encoder.py` (pip install -e '.[train]')"
 
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kueri import resources
 from kueri.errors import KueriError
 from kueri.model_files import read_model_header
 from kueri.objects import MaskedPassage, ObjectMatcher
 from kueri.stance.decision import Explanation
+from kueri.stance.facts import DEFAULT, MODELS_DIR
 from kueri.stance.model import StanceModel, companion_file
 from kueri.stance.passage_encoder import KIND, PassageEncoderModel
 
@@ -107,7 +107,7 @@ class NamedModel:
 
 
 def _shipped(name: str) -> Callable[[], StanceClassifier]:
-    return lambda: load_file(resources.path("models", f"{name}.npz"))
+    return lambda: load_file(MODELS_DIR / f"{name}.npz")
 
 
 MODELS = {model.name: model for model in (
@@ -121,8 +121,6 @@ MODELS = {model.name: model for model in (
                "the passage model with its top layer tuned on whole passages, reading the sentence votes too, on the "
                "top 10 hits, stance-v1 below", _shipped("stance-v4")),
 )}
-#: The model a configuration and ``kueri stance`` use unless told otherwise.
-DEFAULT = "stance-v4"
 
 
 def load_model(name: str | Path = DEFAULT) -> StanceClassifier:

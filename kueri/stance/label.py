@@ -22,8 +22,8 @@ from kueri.objects import ObjectMatcher, mask_passage
 from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress as with_progress
 from kueri.records import Hit, Run, Texts, Topic
+from kueri.stance.facts import LABELS
 from kueri.stance.family import StanceClassifier, load_model
-from kueri.stance.model import LABELS
 
 if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type
     from kueri.lucene.index import LuceneIndex

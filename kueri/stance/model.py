@@ -52,26 +52,30 @@ from pathlib import Path
 
 import numpy as np
 
-from kueri import resources
 from kueri.arithmetic import exps, row_dots
 from kueri.errors import SetupError
 from kueri.model_files import load_model_file, write_model_file
 from kueri.objects import OBJ1, OBJ2, MaskedPassage, ObjectMatcher, mask_passage, swap_tokens
-from kueri.records import STANCES as LABELS  # passage classes in the order of the model's rows
 from kueri.stance.decision import Decision, Explanation, explain, names_an_object
 from kueri.stance.encoders import sentence_votes
+from kueri.stance.facts import (
+    LABELS,
+    MODELS_DIR,
+    PASSAGE_SWAP,
+    SENTENCE_LABELS,  # noqa: F401 - the training code reads it here
+    SENTENCE_SWAP,
+)
 from kueri.stance.features import DENSE_FEATURES, dense_features, ngrams, sentence_sentiments
 from kueri.tfidf import TfidfBlock, block_arrays, read_block
 
-DEFAULT_MODEL = resources.path("models", "stance-v1.npz")
+#: stance-v1's file: the TF-IDF model (the fast model below the others).
+STANCE_V1_FILE = MODELS_DIR / "stance-v1.npz"
+#: Its name in the training code (kueri/train, scripts/): the file :meth:`StanceModel.load` reads unless told, not the
+#: default model (that is :data:`kueri.stance.facts.DEFAULT`).
+DEFAULT_MODEL = STANCE_V1_FILE
 MODEL_FORMAT = 1
 #: Where a model's sentence votes come from: its TF-IDF sentence model, or kueri's stance encoder.
 VOTE_SOURCES = ("tfidf", "encoder")
-#: Sentence classes (CompSent-19): BETTER = OBJ1 is better than OBJ2.
-SENTENCE_LABELS = ("BETTER", "WORSE", "NONE")
-# Exchanging the objects exchanges these rows.
-_PASSAGE_SWAP = [1, 0, 2, 3]
-_SENTENCE_SWAP = [1, 0, 2]
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,7 @@ def companion_file(folder: Path, name: str) -> Path:
     """A file a model's header names (an encoder, a fast model): beside the model's file, else the shipped one (a
     model written elsewhere, e.g. ``train_stance.py --out``)."""
     beside = folder / name
-    return beside if beside.is_file() else DEFAULT_MODEL.parent / beside.name
+    return beside if beside.is_file() else MODELS_DIR / beside.name
 
 
 class StanceModel:
@@ -131,7 +135,7 @@ class StanceModel:
             raise SetupError(f"stance model votes from {self.votes_from!r}, not one of {', '.join(VOTE_SOURCES)}: "
                              "rebuild it with `python scripts/train_stance.py`")
         # The encoder's file, beside the model's; it is opened on first use, in the process that labels.
-        self.folder = folder if folder is not None else DEFAULT_MODEL.parent
+        self.folder = folder if folder is not None else MODELS_DIR
         self.votes = sentence_votes(self.companion("encoder")) if self.votes_from == "encoder" else None
 
     def companion(self, key: str) -> Path:
@@ -146,7 +150,7 @@ class StanceModel:
     # -- files ---------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | Path = DEFAULT_MODEL) -> StanceModel:
+    def load(cls, path: str | Path = STANCE_V1_FILE) -> StanceModel:
         def build(meta: dict[str, object], arrays: dict[str, np.ndarray]) -> StanceModel:
             parts = {name: LinearSoftmax(read_block(arrays, name), arrays[f"{name}_coef"], arrays[f"{name}_intercept"],
                                          arrays[f"{name}_dense_mean"], arrays[f"{name}_dense_scale"])
@@ -170,7 +174,7 @@ class StanceModel:
         """P(BETTER, WORSE, NONE) of one masked sentence, symmetric in the objects."""
         forward = self.sentence.probabilities(ngrams(masked))
         backward = self.sentence.probabilities(ngrams(swap_tokens(masked)))
-        return (forward + backward[_SENTENCE_SWAP]) / 2.0
+        return (forward + backward[SENTENCE_SWAP]) / 2.0
 
     def prefetch(self, passages: Sequence[MaskedPassage]) -> None:
         """Vote on the sentences naming both objects of ``passages`` that have no vote yet, in one batch (a model
@@ -195,11 +199,11 @@ class StanceModel:
         votes = self.sentence_votes(passage)
         sentiments = sentence_sentiments(passage)  # the same both ways
         # The sentence model is symmetric: the swapped passage's votes are the votes with BETTER/WORSE swapped.
-        swapped_votes = [v[_SENTENCE_SWAP] if v is not None else None for v in votes]
+        swapped_votes = [v[SENTENCE_SWAP] if v is not None else None for v in votes]
         forward = self._one_way(passage, votes, sentiments)
         backward = self._one_way(passage.swapped(), swapped_votes, sentiments)
         comparative = max((float(v[0] + v[1]) for v in votes if v is not None), default=0.0)
-        return (forward + backward[_PASSAGE_SWAP]) / 2.0, comparative
+        return (forward + backward[PASSAGE_SWAP]) / 2.0, comparative
 
     def passage_probabilities(self, passage: MaskedPassage) -> np.ndarray:
         """P(FIRST, SECOND, NEUTRAL, NO) at the training priors, symmetric in the objects."""

@@ -20,14 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from kueri.objects import MaskedPassage, ObjectMatcher, mask_passage
-from kueri.records import STANCES as LABELS
 from kueri.stance.decision import Decision, Explanation, lead, masked_sentences, names_an_object
 from kueri.stance.encoders import KeptProbabilities, SentenceVoteFeatures, sentence_votes
+from kueri.stance.facts import LABELS, PASSAGE_SWAP
 from kueri.stance.model import companion_file
 
 KIND = "passage-encoder"
-#: Exchanging the objects exchanges these probabilities.
-SWAP = [1, 0, 2, 3]
 REBUILD = "`python scripts/train_stance_passages.py write` (pip install -e '.[train]')"
 
 
@@ -41,7 +39,7 @@ class PassageEncoderModel:
         if self.meta.get("votes"):  # the sentence encoder its header names, beside it (else the shipped one)
             votes = SentenceVoteFeatures(sentence_votes(companion_file(self.path.parent,
                                                                        str(self.meta["sentence_encoder"]))))
-        self.kept = KeptProbabilities(self.path, LABELS, SWAP, REBUILD, votes)
+        self.kept = KeptProbabilities(self.path, LABELS, PASSAGE_SWAP, REBUILD, votes)
 
     def _text(self, passage: MaskedPassage) -> list[str] | list[list[str]]:
         """What the kept probabilities are keyed by: the masked tokens, or the sentences if the head reads votes."""
