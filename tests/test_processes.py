@@ -110,8 +110,11 @@ def test_a_workers_error_reaches_the_caller_as_itself():
         list(ordered_pool_map(pool, _fail, range(8), window=4))
     with pytest.raises(KueriError, match="failed on a task: item 3 is bad"), worker_pool(1, _set_offset, 0) as pool:
         pool.submit(_fail, 3)
-        time.sleep(1.0)  # it failed and exited: the next work finds its pipe closed, and says why all the same
-        pool.submit(_fail, 4)
+        (pid,) = pool.pids
+        deadline = time.monotonic() + 60
+        while _alive(pid) and time.monotonic() < deadline:  # a loaded machine may take seconds to get it there
+            time.sleep(0.05)
+        pool.submit(_fail, 4)  # it failed and exited: this work finds its pipe closed, and says why all the same
     with pytest.raises(KueriError, match="failed while starting: ValueError: invalid literal"), \
             worker_pool(2, int, "not a number") as pool:
         list(ordered_pool_map(pool, _add, range(8), 1, window=4))
