@@ -233,6 +233,53 @@ def test_labelling_in_worker_processes_gives_the_same_run(sample_run, model, mon
     assert pooled.counts == alone.counts and pooled.labelled == alone.labelled == sum(map(len, run.values()))
 
 
+class _StaysHere:
+    """A cascade's strong model as this test sees it: every passage it is asked is FIRST, it counts what it is asked,
+    and it cannot be pickled (what a worker process would need)."""
+
+    def __init__(self) -> None:
+        self.ranks: list[int] = []
+        self.prefetched = 0
+
+    def __reduce__(self):
+        raise TypeError("a cascade's strong model must not leave the process that labels")
+
+    def at_rank(self, rank: int) -> _StaysHere:
+        self.ranks.append(rank)
+        return self
+
+    def prefetch(self, passages) -> None:
+        self.prefetched += len(passages)
+
+    def label_masked(self, passage) -> str:
+        return "FIRST"
+
+
+def test_workers_get_only_a_cascades_fast_model_and_the_labels_stay(model, monkeypatch):
+    """With workers, a cascade's strong model labels the top hits in this process (the passage model: its encoders'
+    weights and activations once, not once a worker, docs/benchmarks.md) and the workers get only the fast model
+    below it: the labels the cascade gives in one process, every hit below the top labelled by the fast model at its
+    own rank."""
+    from kueri.stance import Cascade, label
+
+    texts = [PRO_CATS, BOTH_NEUTRAL, ONLY_CATS, NEITHER, "Dogs beat cats. Dogs are better than cats."]
+    topics = [Topic(str(n), "Cats or dogs?", ("cats", "dogs")) for n in (1, 2, 3)]
+    run = {topic.number: [Hit(f"{topic.number}-{i}", 100.0 - i) for i in range(12 + int(topic.number))]
+           for topic in topics}
+    contents = {hit.doc: texts[(i + int(qid)) % len(texts)] for qid, hits in run.items() for i, hit in enumerate(hits)}
+    monkeypatch.setattr(label, "POOL_MIN_HITS", 1)
+    alone, pooled = _StaysHere(), _StaysHere()
+    one = label_run(run, topics, contents, depth=13, model=Cascade(alone, model, 4), workers=1)
+    two = label_run(run, topics, contents, depth=13, model=Cascade(pooled, model, 4), workers=2)
+    assert two == one and list(two) == list(run)
+    assert pooled.ranks == alone.ranks == [1, 2, 3, 4] * 3 and pooled.prefetched == alone.prefetched == 12
+    for hits in one.values():
+        cut = min(13, len(hits))
+        assert [h.stance for h in hits[:4]] == ["FIRST"] * 4
+        assert [h.stance for h in hits[4:cut]] == [model.label(contents[h.doc], "cats", "dogs") for h in hits[4:cut]]
+        assert [h.stance for h in hits[cut:]] == [NO_STANCE] * (len(hits) - cut)
+
+
 def test_cli_explains_each_label_with_a_sentence_of_its_passage(sample_run, tmp_path):
     path, topics, index = sample_run
     labelled, explained = tmp_path / "run.txt", tmp_path / "why.jsonl"

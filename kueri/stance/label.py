@@ -23,7 +23,7 @@ from kueri.processes import ordered_pool_map, worker_pool
 from kueri.progress import progress as with_progress
 from kueri.records import Hit, Run, Texts, Topic
 from kueri.stance.facts import LABELS
-from kueri.stance.family import StanceClassifier, load_model
+from kueri.stance.family import Cascade, StanceClassifier, load_model
 
 if TYPE_CHECKING:  # the index module needs the JVM: import it only for the type
     from kueri.lucene.index import LuceneIndex
@@ -105,28 +105,43 @@ def label_run(
     counts = dict.fromkeys(LABELS, 0)
     labelled: Run = {}
     for qid, hits in with_progress(run.items(), "stance", "topics", enabled=progress, total=len(run)):
-        topic = by_number.get(qid)
-        if topic is None:
-            raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
+        topic = _topic(by_number, qid)
         cut = len(_to_label(hits, depth))
         if cut == 0:
             labelled[qid] = list(hits)
             continue
-        matcher = ObjectMatcher(*topic.objects)  # once per topic: it compiles the objects' patterns
-        contents = _lookup(texts, [hit.doc for hit in hits[:cut]], qid)
-        passages = [mask_passage(text or "", matcher) for text in contents]
-        model.prefetch(passages)  # a topic's batch work at once (a strong model's share of it, in a cascade)
-        head = []
-        for rank, (hit, passage) in enumerate(zip(hits[:cut], passages, strict=True), 1):
-            stance = model.at_rank(rank).label_masked(passage)
-            counts[stance] += 1
-            head.append(Hit(hit.doc, hit.score, stance))
+        head, head_counts = _label_hits(model, topic, hits[:cut], _lookup(texts, [hit.doc for hit in hits[:cut]], qid))
+        for label, n in head_counts.items():
+            counts[label] += n
         labelled[qid] = head + list(hits[cut:])
     if summary is not None:
         summary.labelled = sum(counts.values())
         summary.seconds = time.perf_counter() - started
         summary.counts = counts
     return labelled
+
+
+def _topic(by_number: Mapping[str, Topic], qid: str) -> Topic:
+    topic = by_number.get(qid)
+    if topic is None:
+        raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
+    return topic
+
+
+def _label_hits(model: StanceClassifier, topic: Topic, hits: Sequence[Hit], contents: Sequence[str],
+                first_rank: int = 1) -> tuple[list[Hit], dict[str, int]]:
+    """``hits`` of ``topic``, the first at rank ``first_rank``, labelled by ``model`` from their ``contents``: a
+    topic's batch work at once (``prefetch``: a strong model's share of it, in a cascade), then each at its rank."""
+    matcher = ObjectMatcher(*topic.objects)  # once per topic: it compiles the objects' patterns
+    passages = [mask_passage(text or "", matcher) for text in contents]
+    model.prefetch(passages)
+    counts = dict.fromkeys(LABELS, 0)
+    labelled = []
+    for rank, (hit, passage) in enumerate(zip(hits, passages, strict=True), first_rank):
+        stance = model.at_rank(rank).label_masked(passage)
+        counts[stance] += 1
+        labelled.append(Hit(hit.doc, hit.score, stance))
+    return labelled, counts
 
 
 def _label_topic(batch: tuple[Run, list[Topic], dict[str, str]], depth: int | None,
@@ -141,10 +156,8 @@ def _topic_batches(run: Run, by_number: Mapping[str, Topic], texts: Mapping[str,
                    depth: int | None) -> Iterator[tuple[Run, list[Topic], dict[str, str]]]:
     """One topic at a time, with its objects and the texts of the hits to label: what a worker needs."""
     for qid, hits in run.items():
-        if qid not in by_number:
-            raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
         ids = [hit.doc for hit in _to_label(hits, depth)]
-        yield {qid: hits}, [by_number[qid]], dict(zip(ids, _lookup(texts, ids, qid), strict=True))
+        yield {qid: hits}, [_topic(by_number, qid)], dict(zip(ids, _lookup(texts, ids, qid), strict=True))
 
 
 def _gather(parts: Iterable[tuple[Run, dict[str, int]]], summary: LabelSummary | None, started: float) -> Run:
@@ -171,20 +184,55 @@ def _init_worker(model: StanceClassifier) -> None:
     _worker_model = model
 
 
-def _label_topic_in_worker(batch: tuple[Run, list[Topic], dict[str, str]],
-                           depth: int | None) -> tuple[Run, dict[str, int]]:
+def _label_part_in_worker(part: tuple[Topic, list[Hit], list[str], int]) -> tuple[list[Hit], dict[str, int]]:
+    """In a pool's worker: a topic's hits from a rank on (:func:`_label_hits`), with the worker's model."""
     assert _worker_model is not None
-    return _label_topic(batch, depth, _worker_model)
+    return _label_hits(_worker_model, *part)
+
+
+def _shares(model: StanceClassifier) -> tuple[StanceClassifier | None, StanceClassifier, int]:
+    """Who labels what when workers help: the model of a topic's top hits that this process runs, the model the
+    workers run, and how many top hits are this process's. A :class:`Cascade`'s strong model stays here, whole:
+    its encoders (their weights, their sessions' activations) are opened once, in this process, whose encoder
+    calls already run side by side on the cores; the workers get only the fast model below it (a worker that
+    opened the encoders took about 0.85 GB at full size, docs/benchmarks.md). Otherwise the workers label
+    everything."""
+    if isinstance(model, Cascade):
+        return model.top, model.below, model.depth
+    return None, model, 0
 
 
 def _label_in_processes(run: Run, by_number: Mapping[str, Topic], texts: Mapping[str, str] | Texts, depth: int | None,
                         model: StanceClassifier, workers: int, summary: LabelSummary | None, started: float,
                         progress: bool) -> Run:
-    """:func:`label_run`'s topics labelled in ``workers`` processes of a pool; this process reads the texts."""
-    batches = _topic_batches(run, by_number, texts, depth)
-    with worker_pool(workers, _init_worker, model) as pool:
-        parts = ordered_pool_map(pool, _label_topic_in_worker, batches, depth, window=2 * workers)
-        return _gather(with_progress(parts, "stance", "topics", enabled=progress, total=len(run)), summary, started)
+    """:func:`label_run`'s topics labelled in ``workers`` processes of a pool; this process reads the texts and
+    labels a cascade's top hits (:func:`_shares`) while the workers label the hits below: the labels a
+    :class:`Cascade` gives in one process (its top model at ranks 1 to its depth, the fast one below)."""
+    here, there, split = _shares(model)
+    tops: dict[str, tuple[list[Hit], list[str]]] = {}
+
+    def parts() -> Iterator[tuple[Topic, list[Hit], list[str], int]]:
+        for qid, hits in run.items():
+            topic, head = _topic(by_number, qid), list(_to_label(hits, depth))
+            contents = list(_lookup(texts, [hit.doc for hit in head], qid)) if head else []
+            tops[qid] = head[:split], contents[:split]
+            yield topic, head[split:], contents[split:], split + 1
+
+    labelled: Run = {}
+    counts = dict.fromkeys(LABELS, 0)
+    with worker_pool(workers, _init_worker, there) as pool:
+        below = ordered_pool_map(pool, _label_part_in_worker, parts(), window=2 * workers)
+        for qid, (lower, lower_counts) in with_progress(zip(run, below, strict=True), "stance", "topics",
+                                                          enabled=progress, total=len(run)):
+            hits, contents = tops.pop(qid)  # read with the worker's part, which has come back
+            upper, upper_counts = (_label_hits(here, by_number[qid], hits, contents) if here is not None and hits
+                                   else ([], {}))
+            labelled[qid] = upper + lower + list(run[qid][len(upper) + len(lower):])
+            for label, n in [*upper_counts.items(), *lower_counts.items()]:
+                counts[label] += n
+    if summary is not None:
+        summary.labelled, summary.seconds, summary.counts = sum(counts.values()), time.perf_counter() - started, counts
+    return labelled
 
 
 def label_run_on_ray(run: Run, topics: Iterable[Topic], texts: Mapping[str, str] | Texts, depth: int | None,
