@@ -110,9 +110,8 @@ def label_run(
         if cut == 0:
             labelled[qid] = list(hits)
             continue
-        head, head_counts = _label_hits(model, topic, hits[:cut], _lookup(texts, [hit.doc for hit in hits[:cut]], qid))
-        for label, n in head_counts.items():
-            counts[label] += n
+        head = _label_hits(model, topic, hits[:cut], _lookup(texts, [hit.doc for hit in hits[:cut]], qid))
+        _tally(counts, head)
         labelled[qid] = head + list(hits[cut:])
     if summary is not None:
         summary.labelled = sum(counts.values())
@@ -129,19 +128,20 @@ def _topic(by_number: Mapping[str, Topic], qid: str) -> Topic:
 
 
 def _label_hits(model: StanceClassifier, topic: Topic, hits: Sequence[Hit], contents: Sequence[str],
-                first_rank: int = 1) -> tuple[list[Hit], dict[str, int]]:
+                first_rank: int = 1) -> list[Hit]:
     """``hits`` of ``topic``, the first at rank ``first_rank``, labelled by ``model`` from their ``contents``: a
     topic's batch work at once (``prefetch``: a strong model's share of it, in a cascade), then each at its rank."""
     matcher = ObjectMatcher(*topic.objects)  # once per topic: it compiles the objects' patterns
     passages = [mask_passage(text or "", matcher) for text in contents]
     model.prefetch(passages)
-    counts = dict.fromkeys(LABELS, 0)
-    labelled = []
-    for rank, (hit, passage) in enumerate(zip(hits, passages, strict=True), first_rank):
-        stance = model.at_rank(rank).label_masked(passage)
-        counts[stance] += 1
-        labelled.append(Hit(hit.doc, hit.score, stance))
-    return labelled, counts
+    return [Hit(hit.doc, hit.score, model.at_rank(rank).label_masked(passage))
+            for rank, (hit, passage) in enumerate(zip(hits, passages, strict=True), first_rank)]
+
+
+def _tally(counts: dict[str, int], labelled: Iterable[Hit]) -> None:
+    """Add the labels of ``labelled`` (hits :func:`_label_hits` labelled) to ``counts``."""
+    for hit in labelled:
+        counts[hit.stance] += 1
 
 
 def _label_topic(batch: tuple[Run, list[Topic], dict[str, str]], depth: int | None,
@@ -184,7 +184,7 @@ def _init_worker(model: StanceClassifier) -> None:
     _worker_model = model
 
 
-def _label_part_in_worker(part: tuple[Topic, list[Hit], list[str], int]) -> tuple[list[Hit], dict[str, int]]:
+def _label_part_in_worker(part: tuple[Topic, list[Hit], list[str], int]) -> list[Hit]:
     """In a pool's worker: a topic's hits from a rank on (:func:`_label_hits`), with the worker's model."""
     assert _worker_model is not None
     return _label_hits(_worker_model, *part)
@@ -222,14 +222,12 @@ def _label_in_processes(run: Run, by_number: Mapping[str, Topic], texts: Mapping
     counts = dict.fromkeys(LABELS, 0)
     with worker_pool(workers, _init_worker, there) as pool:
         below = ordered_pool_map(pool, _label_part_in_worker, parts(), window=2 * workers)
-        for qid, (lower, lower_counts) in with_progress(zip(run, below, strict=True), "stance", "topics",
-                                                          enabled=progress, total=len(run)):
+        for qid, lower in with_progress(zip(run, below, strict=True), "stance", "topics", enabled=progress,
+                                        total=len(run)):
             hits, contents = tops.pop(qid)  # read with the worker's part, which has come back
-            upper, upper_counts = (_label_hits(here, by_number[qid], hits, contents) if here is not None and hits
-                                   else ([], {}))
+            upper = _label_hits(here, by_number[qid], hits, contents) if here is not None and hits else []
             labelled[qid] = upper + lower + list(run[qid][len(upper) + len(lower):])
-            for label, n in [*upper_counts.items(), *lower_counts.items()]:
-                counts[label] += n
+            _tally(counts, upper + lower)
     if summary is not None:
         summary.labelled, summary.seconds, summary.counts = sum(counts.values()), time.perf_counter() - started, counts
     return labelled
@@ -259,9 +257,7 @@ def explain_run(run: Run, topics: Iterable[Topic], texts: Mapping[str, str] | Te
     model = model if model is not None else load_model()
     by_number = {topic.number: topic for topic in topics}
     for qid, hits in run.items():
-        topic = by_number.get(qid)
-        if topic is None:
-            raise KueriError(f"stance: topic {qid} of the run is not among the topics (its objects are needed)")
+        topic = _topic(by_number, qid)
         head = _to_label(hits, depth)
         if not head:
             continue
