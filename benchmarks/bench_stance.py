@@ -14,7 +14,6 @@ script with each on ``PYTHONPATH``, alternating.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from bench_index import TreeSampler
 
+from kueri.cli.script import run_script, script_parser
 from kueri.parse import read_topics
 from kueri.records import Hit
 from kueri.runfile import read_run
@@ -30,7 +30,7 @@ from kueri.stance.label import corpus_texts, needed_ids
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__, whole_doc=True, quiet=False)
     parser.add_argument("--run", type=Path, required=True, help="a run file whose hits are labelled again")
     parser.add_argument("--input", type=Path, required=True, help="the TIRA input folder the run was made from")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (%(default)s)")
@@ -58,4 +58,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)
