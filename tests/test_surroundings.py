@@ -23,7 +23,7 @@ from kueri.train.stance.surroundings import (  # noqa: E402
     read_snippets,
     target_words,
 )
-from kueri.train.web_passages import SHARED_WORDS, sample_sequences, shingles  # noqa: E402
+from kueri.train.web_passages import SHARED_WORDS, sample_sequences, shingles, topic_pairs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +75,9 @@ def test_the_drawback_sentences_are_labelled_by_another_hand_and_split_by_pair()
     assert sum(r["label"] == r["writer_label"] for r in rows) / len(rows) >= 0.95
     sample = sample_sequences()
     assert not [r["id"] for r in rows if shingles(r["sentence"], SHARED_WORDS) & sample]
+    topics = topic_pairs()
+    assert len(topics) == 50
+    assert not [r["id"] for r in rows if frozenset((r["object_a"].lower(), r["object_b"].lower())) in topics]
     halves: dict[str, set[bool]] = {}
     for key, _tokens, _label in load_drawback_sentences():
         halves.setdefault(key, set()).add(in_training_half(key))
