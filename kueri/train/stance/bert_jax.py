@@ -89,23 +89,29 @@ def layer_norm(x, p, eps: float):  # noqa: ANN001, ANN201
     return (x - mean) / jnp.sqrt(var + eps) * p["w"] + p["b"]
 
 
-def forward(params: dict, states, mask_bias, heads: int, eps: float):
-    """Logits of the first token after the trainable layers: kueri's graph (bert_graph.build_graph) in JAX."""
+def full_layer(p: dict, x, mask_bias, heads: int, eps: float):
+    """One layer over every token: kueri's graph (bert_graph.build_graph) in JAX."""
     import jax
 
-    x = states
     batch, tokens, hidden = x.shape
     size = hidden // heads
-    for p in params["layers"]:
-        def split(y):
-            return y.reshape(batch, tokens, heads, size).transpose(0, 2, 1, 3)
 
-        q, k, v = (split(x @ p[n]["w"] + p[n]["b"]) for n in "qkv")
-        scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + mask_bias
-        context = (jax.nn.softmax(scores, axis=-1) @ v).transpose(0, 2, 1, 3).reshape(batch, tokens, hidden)
-        x = layer_norm(x + context @ p["ao"]["w"] + p["ao"]["b"], p["aln"], eps)
-        middle = jax.nn.gelu(x @ p["fi"]["w"] + p["fi"]["b"], approximate=False)
-        x = layer_norm(x + middle @ p["fo"]["w"] + p["fo"]["b"], p["oln"], eps)
+    def split(y):
+        return y.reshape(batch, tokens, heads, size).transpose(0, 2, 1, 3)
+
+    q, k, v = (split(x @ p[n]["w"] + p[n]["b"]) for n in "qkv")
+    scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + mask_bias
+    context = (jax.nn.softmax(scores, axis=-1) @ v).transpose(0, 2, 1, 3).reshape(batch, tokens, hidden)
+    x = layer_norm(x + context @ p["ao"]["w"] + p["ao"]["b"], p["aln"], eps)
+    middle = jax.nn.gelu(x @ p["fi"]["w"] + p["fi"]["b"], approximate=False)
+    return layer_norm(x + middle @ p["fo"]["w"] + p["fo"]["b"], p["oln"], eps)
+
+
+def forward(params: dict, states, mask_bias, heads: int, eps: float):
+    """Logits of the first token after the trainable layers."""
+    x = states
+    for p in params["layers"]:
+        x = full_layer(p, x, mask_bias, heads, eps)
     return x[:, 0, :] @ params["head"]["w"] + params["head"]["b"]
 
 

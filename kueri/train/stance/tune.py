@@ -1,10 +1,11 @@
-"""Fine-tune the passage stance model's top encoder layer with its head on whole passages (docs/stance.md).
+"""Fine-tune the passage stance model's top encoder layers with its head on whole passages (docs/stance.md).
 
     .venv/bin/pip install -e '.[train]'
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv       # grouped CV on the web-passage set
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR cv-answers   # ... and on the stance answers
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR write    # kueri/resources/models/stance-v4.npz
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR --assignments 3 cv cv-answers
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR --tuned-layers 2 cv-answers   # a candidate
 
 The defaults are stance-v4's recipe (``--votes``, ``--with-part second-train``); ``--no-votes`` and ``--with-part``
 with no part give the candidates it was judged beside.
@@ -15,7 +16,8 @@ web-passage set's training part, the stance answers, CompSent-19's training half
 exchanged), starting from that script's head fitted on the same data. The layers below are left as they are, so
 their output is computed once per text (kueri's own graph) and kept in ``--cache``; since the head reads only the
 first token, the top layer is computed for that token alone (its attention still reads every token), a sixth of a
-whole layer's work. JAX on the CPU, seeded.
+whole layer's work. ``--tuned-layers N`` trains the top N layers (stance-v4: 1); the ones below the top are computed
+for every token, and the states kept are those below the N, a cache of their own. JAX on the CPU, seeded.
 
 ``cv``: the web-passage set's five folds by domain (the other script's fold assignments, ``--assignments`` of them),
 each fold's model trained on the other four plus the answers and CompSent-19, beside the head alone on the same folds
@@ -32,7 +34,7 @@ import argparse
 import hashlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +42,10 @@ import numpy as np
 
 from kueri import resources
 from kueri.cli.script import script_parser
-from kueri.encoders.bert_graph import FloatLinear, Int8Linear
+from kueri.encoders.bert_graph import BertLayer, FloatLinear, Int8Linear
 from kueri.encoders.cross import TunedWeights, base_weights, encode_pairs, pair_tokenizer
 from kueri.records import STANCES as LABELS
-from kueri.stance.encoders import HYPOTHESIS, SENTENCE_MODEL, masked_text
+from kueri.stance.encoders import HYPOTHESIS, PLACEHOLDERS, SENTENCE_MODEL, masked_text
 from kueri.stance.features import in_training_half
 from kueri.train.folds import FOLDS, group_folds
 from kueri.train.reports import confusion, f1_report, indented, summarise
@@ -51,6 +53,7 @@ from kueri.train.stance.bert_jax import (
     PARTS,
     adamw_step,
     bert_layer,
+    full_layer,
     layer_norm,
     layer_parameters,
     layers_of,
@@ -80,6 +83,8 @@ BATCH = 32
 #: Settings of the top layer's training (chosen by ``cv``; docs/stance.md).
 EPOCHS = 2
 LEARNING_RATE = 3e-5
+#: stance-v4 tunes the top layer alone.
+TUNED_LAYERS = 1
 REBUILD = "`python scripts/train_stance_encoder.py`"
 #: The training parts beside train.jsonl of stance-v4, the default recipe (the third part came later).
 STANCE_V4_PARTS = ("second-train",)
@@ -87,7 +92,7 @@ STANCE_V4_PARTS = ("second-train",)
 
 @dataclass
 class Lower:
-    """The hidden states of every token below the top layer, for both orders of the objects of each item."""
+    """The hidden states of every token below the tuned layers, for both orders of the objects of each item."""
 
     forward: list[np.ndarray]
     backward: list[np.ndarray]
@@ -99,33 +104,111 @@ class Lower:
         return Lower([*self.forward, *other.forward], [*self.backward, *other.backward])
 
 
-def lower_of(cache: Path, name: str, items: Sequence[Item], encoder: TunedWeights) -> Lower:
-    """The stance encoder's states below its top layer, kept in ``cache`` (float16: a gigabyte for all sources)."""
+def lower_of(cache: Path, name: str, items: Sequence[Item], encoder: TunedWeights, tuned_layers: int) -> Lower:
+    """The stance encoder's states below its top ``tuned_layers``, kept in ``cache`` (float16: a gigabyte for all
+    sources); the file names the layers below (5 for the top layer alone)."""
     texts = [masked_text(item.passage.tokens) for item in items]
     swapped = [masked_text(item.passage.swapped().tokens) for item in items]
     digest = hashlib.sha1("\0".join([SENTENCE_MODEL.name, *texts]).encode()).hexdigest()[:16]
-    path = cache / f"{name}-lower-{MAX_TOKENS}-{digest}.npz"
-    if not path.exists():
-        started = time.perf_counter()
-        encoded = encode_pairs(pair_tokenizer(MAX_TOKENS), [(HYPOTHESIS, t) for t in [*texts, *swapped]])
-        layers = layers_of(encoder)
-        states = lower_states(encoded, len(layers) - 1, layers)
-        lengths = np.array([len(s) for s in states])
-        np.savez(path.with_suffix(".part.npz"), states=np.concatenate(states).astype(np.float16), lengths=lengths)
-        os.replace(path.with_suffix(".part.npz"), path)
-        print(f"  {name}: lower states of {len(texts)} texts x 2 in {time.perf_counter() - started:.0f} s", flush=True)
-    saved = np.load(path)
-    parts = np.split(saved["states"], np.cumsum(saved["lengths"])[:-1])
+    below = len(layers_of(encoder)) - tuned_layers
+    path = cache / f"{name}-lower{below}-{MAX_TOKENS}-{digest}.npz"
+    parts = kept_lower(path, lambda: encode_pairs(pair_tokenizer(MAX_TOKENS),
+                                                  [(HYPOTHESIS, t) for t in [*texts, *swapped]]), encoder, below)
     return Lower(parts[: len(items)], parts[len(items):])
 
 
-def top_first_token(params: dict, x, bias, extra, heads: int, eps: float):
-    """Logits from the top layer computed for the first token only (the same arithmetic as a whole layer's
-    first row: its query is the first token's, its keys and values every token's) and the head, which reads that
-    token's state and ``extra`` (the sentence votes, or nothing: width 0)."""
+def kept_lower(path: Path, encoded: Callable[[], list[list[int]]], encoder: TunedWeights,
+               below: int) -> list[np.ndarray]:
+    """The states after the first ``below`` layers of each input ``encoded`` gives, computed once into ``path``."""
+    if not path.exists():
+        started = time.perf_counter()
+        inputs = encoded()
+        states = lower_states(inputs, below, layers_of(encoder))
+        lengths = np.array([len(s) for s in states])
+        np.savez(path.with_suffix(".part.npz"), states=np.concatenate(states).astype(np.float16), lengths=lengths)
+        os.replace(path.with_suffix(".part.npz"), path)
+        print(f"  {path.name}: states below layer {below + 1} of {len(inputs)} inputs in "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
+    saved = np.load(path)
+    return np.split(saved["states"], np.cumsum(saved["lengths"])[:-1])
+
+
+def windows(ids: Sequence[int], sep: int, size: int = MAX_TOKENS) -> list[list[int]]:
+    """A pair's ids (``[CLS] hypothesis [SEP] passage [SEP]``, the passage whole) in windows of at most ``size``
+    ids, each the hypothesis and a stretch of the passage, the stretches overlapping by half; the first is what
+    the model reads of the passage today (its ids cut to ``size``)."""
+    start = list(ids).index(sep) + 1
+    prefix, body = list(ids[:start]), list(ids[start:-1])
+    room = size - len(prefix) - 1
+    starts = [0]
+    while starts[-1] + room < len(body):
+        starts.append(starts[-1] + room // 2)
+    return [[*prefix, *body[s:s + room], sep] for s in starts]
+
+
+@dataclass
+class Windows:
+    """The windows after the first (:func:`windows`) that name an object, of each item longer than the model's
+    window: the item each belongs to, their states below the tuned layers, and which items' first window names
+    an object (a window naming neither says nothing of the stance: it is left out of the mean)."""
+
+    owner: list[int]
+    lower: Lower
+    first_names: list[bool]
+
+    def probabilities(self, model: TopLayers, target: Source, held: Sequence[int], first: np.ndarray) -> np.ndarray:
+        """P of the ``held`` items of ``target`` read in windows: the mean over the windows naming an object (the
+        first window's ``first``, rows in ``held``'s order), the first alone when none names one."""
+        where = {item: row for row, item in enumerate(held)}
+        chosen = [j for j, owner in enumerate(self.owner) if owner in where]
+        if not chosen:
+            return first
+        owners = [self.owner[j] for j in chosen]
+        extra = model.probabilities(Source(Data([target.data.items[o] for o in owners], target.data.forward[owners],
+                                                 target.data.backward[owners]), self.lower.take(chosen)))
+        total, count = first.copy(), np.ones(len(held))
+        for row in {where[owner] for owner in owners if not self.first_names[owner]}:
+            total[row], count[row] = 0.0, 0  # its first window names neither object: not counted
+        for owner, p in zip(owners, extra, strict=True):
+            total[where[owner]] += p
+            count[where[owner]] += 1
+        return total / count[:, None]
+
+
+def windows_of(cache: Path, name: str, items: Sequence[Item], encoder: TunedWeights, tuned_layers: int) -> Windows:
+    """The :class:`Windows` of ``items`` (both orders of the objects), their states kept in ``cache``."""
+    tokenizer = pair_tokenizer(1 << 16)  # the passage whole
+    sep, objects = tokenizer.sep, {tokenizer.vocab[p] for p in PLACEHOLDERS.values()}
+    owner, first_names, both = [], [], []
+    for index, item in enumerate(items):
+        forward, backward = (windows(tokenizer.encode_pair(HYPOTHESIS, masked_text(tokens)), sep)
+                             for tokens in (item.passage.tokens, item.passage.swapped().tokens))
+        start = forward[0].index(sep) + 1
+        names = [bool(objects & set(w[start:-1])) for w in forward]
+        first_names.append(names[0])
+        for window, swapped, named in zip(forward[1:], backward[1:], names[1:], strict=True):
+            if named:
+                owner.append(index)
+                both.append((window, swapped))
+    digest = hashlib.sha1(repr([SENTENCE_MODEL.name, both]).encode()).hexdigest()[:16]
+    below = len(layers_of(encoder)) - tuned_layers
+    parts = kept_lower(cache / f"{name}-windows-lower{below}-{MAX_TOKENS}-{digest}.npz",
+                       lambda: [w for w, _ in both] + [w for _, w in both], encoder, below)
+    print(f"  {name}: {len(set(owner))} of {len(items)} longer than the window, {len(owner)} more windows naming an "
+          "object", flush=True)
+    return Windows(owner, Lower(parts[: len(both)], parts[len(both):]), first_names)
+
+
+def tuned_logits(params: dict, x, bias, extra, heads: int, eps: float):
+    """Logits from the tuned layers below the top (``params["below_top"]``, every token), the top layer computed
+    for the first token only (the same arithmetic as a whole layer's first row: its query is the first token's,
+    its keys and values every token's) and the head, which reads that token's state and ``extra`` (the sentence
+    votes, or nothing: width 0)."""
     import jax
     import jax.numpy as jnp
 
+    for layer in params["below_top"]:
+        x = full_layer(layer, x, bias, heads, eps)
     p = params["layer"]
     batch, tokens, hidden = x.shape
     size = hidden // heads
@@ -155,15 +238,36 @@ def batches_of(states: Sequence[np.ndarray], extras: np.ndarray, labels: np.ndar
     return out
 
 
-class TopLayer:
-    """The stance encoder's top layer and a passage head, trained together (see the module)."""
+def as_jax(layer: dict) -> dict:
+    import jax.numpy as jnp
 
-    def __init__(self, encoder: TunedWeights, head: Head) -> None:
+    return {k: {n: jnp.asarray(a) for n, a in v.items()} for k, v in layer.items()}
+
+
+def as_layer(params: dict) -> BertLayer:
+    return bert_layer({k: {n: np.asarray(a, dtype=np.float32) for n, a in v.items()} for k, v in params.items()})
+
+
+def rounded(layer: dict) -> dict:
+    """A layer's linear weights rounded to int8 blocks, as the file holds them."""
+    import jax.numpy as jnp
+
+    layer = dict(layer)
+    for part in PARTS:
+        weight = Int8Linear.quantise(np.asarray(layer[part]["w"]), np.asarray(layer[part]["b"])).weight()
+        layer[part] = {"w": jnp.asarray(weight), "b": layer[part]["b"]}
+    return layer
+
+
+class TopLayers:
+    """The stance encoder's top ``count`` layers and a passage head, trained together (see the module)."""
+
+    def __init__(self, encoder: TunedWeights, head: Head, count: int = TUNED_LAYERS) -> None:
         import jax.numpy as jnp
 
-        self.encoder = encoder
-        top = layer_parameters(layers_of(encoder)[-1])
-        self.params = {"layer": {k: {n: jnp.asarray(a) for n, a in v.items()} for k, v in top.items()},
+        self.encoder, self.count = encoder, count
+        layers = [layer_parameters(layer) for layer in layers_of(encoder)[-count:]]
+        self.params = {"below_top": [as_jax(layer) for layer in layers[:-1]], "layer": as_jax(layers[-1]),
                        "head": {"w": jnp.asarray(head.weight, dtype=jnp.float32),
                                 "b": jnp.asarray(head.bias, dtype=jnp.float32)}}
         self.train_priors = head.train_priors
@@ -182,7 +286,7 @@ class TopLayer:
         heads, eps = self.heads, self.eps
 
         def loss(p, x, bias, extra, labels, weights):
-            logits = top_first_token(p, x, bias, extra, heads, eps)
+            logits = tuned_logits(p, x, bias, extra, heads, eps)
             picked = jax.nn.log_softmax(logits)[jnp.arange(len(labels)), labels]
             return -jnp.sum(weights * picked) / jnp.sum(weights)
 
@@ -204,14 +308,9 @@ class TopLayer:
         self.params = params
 
     def shipped(self) -> dict:
-        """The parameters as the file holds them: the layer's linear weights rounded to int8 blocks."""
-        import jax.numpy as jnp
-
-        layer = dict(self.params["layer"])
-        for part in PARTS:
-            rounded = Int8Linear.quantise(np.asarray(layer[part]["w"]), np.asarray(layer[part]["b"]))
-            layer[part] = {"w": jnp.asarray(rounded.weight()), "b": layer[part]["b"]}
-        return {"layer": layer, "head": self.params["head"]}
+        """The parameters as the file holds them: the layers' linear weights rounded to int8 blocks."""
+        return {"below_top": [rounded(layer) for layer in self.params["below_top"]],
+                "layer": rounded(self.params["layer"]), "head": self.params["head"]}
 
     def probabilities(self, source: Source) -> np.ndarray:
         """P(FIRST, SECOND, NEUTRAL, NO) as the shipped file computes them (:meth:`shipped`), both orders averaged
@@ -221,7 +320,7 @@ class TopLayer:
         count = len(source.lower.forward)
         states = [*source.lower.forward, *source.lower.backward]
         logits = np.zeros((len(states), len(LABELS)))
-        predict = jax.jit(lambda p, x, bias, extra: top_first_token(p, x, bias, extra, self.heads, self.eps))
+        predict = jax.jit(lambda p, x, bias, extra: tuned_logits(p, x, bias, extra, self.heads, self.eps))
         params = self.shipped()
         for chosen, x, bias, extra, *_ in batches_of(states, source.extras(), np.zeros(len(states), np.int32),
                                                      np.zeros(len(states), np.float32), 64):
@@ -229,11 +328,10 @@ class TopLayer:
         return symmetric_probabilities(logits[:count], logits[count:])
 
     def tuned(self, meta: dict[str, object]) -> TunedWeights:
-        """The stance encoder with this top layer, and this head."""
-        top = bert_layer({k: {n: np.asarray(a, dtype=np.float32) for n, a in v.items()}
-                          for k, v in self.params["layer"].items()})
+        """The stance encoder with these top layers, and this head."""
+        tops = [as_layer(layer) for layer in [*self.params["below_top"], self.params["layer"]]]
         head = FloatLinear(np.asarray(self.params["head"]["w"]), np.asarray(self.params["head"]["b"]))
-        return TunedWeights(meta, (*self.encoder.layers[:-1], top), head)
+        return TunedWeights(meta, (*self.encoder.layers[:-self.count], *tops), head)
 
 
 @dataclass
@@ -254,14 +352,16 @@ class Source:
         return np.vstack([self.data.forward[:, hidden:], self.data.backward[:, hidden:]])
 
 
-def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: float) -> TopLayer:
-    model = TopLayer(encoder, fit_head(source.data, C))
+def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: float,
+            tuned_layers: int = TUNED_LAYERS) -> TopLayers:
+    model = TopLayers(encoder, fit_head(source.data, C), tuned_layers)
     model.fit(source, epochs, learning_rate)
     return model
 
 
 def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to: np.ndarray, epochs: int,
-                   learning_rate: float, assignments: int, measured: Sequence[bool] | None = None) -> None:
+                   learning_rate: float, assignments: int, measured: Sequence[bool] | None = None,
+                   tuned_layers: int = TUNED_LAYERS, read_in_windows: Windows | None = None) -> None:
     """Grouped 5-fold CV over ``target`` (the fold assignments of ``train_stance_passages.py``), each fold's model
     trained on the other folds plus ``rest``, beside stance-v3's recipe (a head on the encoder's state alone) and,
     with the votes, the head on state and votes, on the same folds (paired); figures on the ``measured`` items
@@ -270,9 +370,11 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
     hidden = target.lower.forward[0].shape[1]
     keep = [i for i in range(len(items)) if measured is None or measured[i]]
     gold = [items[i].label for i in keep]
+    tuned = (f"top {'layer' if tuned_layers == 1 else f'{tuned_layers} layers'} + head, {epochs} ep, "
+             f"lr {learning_rate}")
     names = ["head on the state alone (stance-v3's recipe)",
              *(["head on the state and the votes"] if target.data.forward.shape[1] > hidden else []),
-             f"top layer + head, {epochs} ep, lr {learning_rate}"]
+             tuned, *([f"{tuned}, read in windows"] if read_in_windows else [])]
     reports: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     pooled: list[str] = []
     for assignment in range(assignments):
@@ -285,13 +387,16 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
             part = target.take(held)
             started = time.perf_counter()
             head = fit_head(kept.data, C)
-            state_only = head if len(names) == 2 else fit_head(
+            state_only = head if target.data.forward.shape[1] == hidden else fit_head(
                 Data(kept.data.items, kept.data.forward[:, :hidden], kept.data.backward[:, :hidden]), C)
-            model = TopLayer(encoder, head)
+            model = TopLayers(encoder, head, tuned_layers)
             model.fit(kept, epochs, learning_rate, log=False)
+            first = model.probabilities(part)
             probabilities = [state_only.probabilities(part.data.forward[:, :hidden], part.data.backward[:, :hidden]),
-                             *([head.probabilities(part.data.forward, part.data.backward)] if len(names) == 3 else []),
-                             model.probabilities(part)]
+                             *([head.probabilities(part.data.forward, part.data.backward)] if state_only is not head
+                               else []),
+                             first, *([read_in_windows.probabilities(model, target, held, first)]
+                                      if read_in_windows else [])]
             for name, p in zip(names, probabilities, strict=True):
                 for i, label in zip(held, decide(p, part.data.items, head.train_priors, shift_to), strict=True):
                     labels[name][i] = label
@@ -300,12 +405,13 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
         for name in names:
             reports[name].append(f1_report(gold, [labels[name][i] for i in keep], LABELS))
         print(f"  assignment {assignment}: " + ", ".join(f"{reports[n][-1]['macro']:.3f}" for n in names), flush=True)
-        pooled += [labels[names[-1]][i] for i in keep]
+        pooled += [labels[tuned][i] for i in keep]
     for name in names:
         print(summarise(name, reports[name]))
-    gains = [b["macro"] - a["macro"] for a, b in zip(reports[names[0]], reports[names[-1]], strict=True)]
-    print(f"  top layer + head minus stance-v3's recipe, paired per assignment: {np.mean(gains):+.3f} "
-          f"+- {np.std(gains):.3f} ({', '.join(f'{g:+.3f}' for g in gains)})")
+    for name, against in ((tuned, names[0]), *(((names[-1], tuned),) if read_in_windows else ())):
+        gains = [b["macro"] - a["macro"] for a, b in zip(reports[against], reports[name], strict=True)]
+        print(f"  {name} minus {against.split(' (')[0].split(',')[0]}, paired per assignment: {np.mean(gains):+.3f} "
+              f"+- {np.std(gains):.3f} ({', '.join(f'{g:+.3f}' for g in gains)})")
     print(indented(confusion(gold * assignments, pooled)))
 
 
@@ -317,12 +423,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=resources.path("models", "stance-v4.npz"),
                         help="the model file to write (%(default)s)")
     parser.add_argument("--assignments", type=int, default=1, help="cv: fold assignments (%(default)s)")
+    parser.add_argument("--tuned-layers", type=int, default=TUNED_LAYERS, choices=range(1, 7), metavar="{1..6}",
+                        help="the stance encoder's top layers trained with the head (%(default)s)")
     parser.add_argument("--votes", action=argparse.BooleanOptionalAction, default=True,
                         help="the head reads the sentence encoder's votes too (train_stance_passages.py --votes; "
                         "default: yes)")
     parser.add_argument("--with-part", nargs="*", default=list(STANCE_V4_PARTS), choices=EXTRA_TRAINING_PARTS,
                         help="training parts of the set beside train.jsonl (default: %(default)s; none given: "
                         "train.jsonl alone; cv measures on train.jsonl's passages)")
+    parser.add_argument("--windows", action="store_true",
+                        help="cv-answers: also read the held-out passages longer than the model's window in "
+                        "overlapping windows (the same fitted models)")
     parser.add_argument("--composed", action="store_true",
                         help="train on the stance answers and CompSent-19's sentences set inside page surroundings too")
     parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
@@ -336,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                         *((("composed", composed_items()),) if args.composed else ())):
         data = load(states, name, items)
         sources[name] = Source(with_votes(data, args.cache) if args.votes else data,
-                               lower_of(args.cache, name, items, encoder))
+                               lower_of(args.cache, name, items, encoder, args.tuned_layers))
     web = sources["web-train"]
     count = len(web.data.items)  # a CV measures on train.jsonl's passages (its figures stay comparable)
     for part in args.with_part:
@@ -348,18 +459,21 @@ def main(argv: list[str] | None = None) -> int:
     shift_to = class_mix(web.data.items)
     if "cv" in args.what:
         print(f"== web-passage set: {FOLDS} folds by domain ==")
-        cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate, args.assignments, measured)
+        cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate, args.assignments, measured,
+                       args.tuned_layers)
     if "cv-answers" in args.what:
         print(f"== stance answers: {FOLDS} folds by question, measured on the held-out half of stance-v1's split ==")
         answers = sources["answers"]
         cross_validate(answers, web + sentences, encoder, shift_to, args.epochs, args.learning_rate,
-                       args.assignments, [not in_training_half(item.group) for item in answers.data.items])
+                       args.assignments, [not in_training_half(item.group) for item in answers.data.items],
+                       args.tuned_layers, windows_of(args.cache, "answers", answers.data.items, encoder,
+                                                     args.tuned_layers) if args.windows else None)
     if "write" in args.what:
-        model = trained(web + rest, encoder, args.epochs, args.learning_rate)
+        model = trained(web + rest, encoder, args.epochs, args.learning_rate, args.tuned_layers)
         head = Head(np.zeros((1, 1)), np.zeros(1), model.train_priors)
         tuned = model.tuned(dict(encoder.meta))
         # The top layer's own settings apart from the sentence encoder's (its header's "epochs", "learning_rate").
-        write(head, shift_to, args.out, tuned, {"tuned_layers": 1, "votes": args.votes, "top_layer": {
+        write(head, shift_to, args.out, tuned, {"tuned_layers": args.tuned_layers, "votes": args.votes, "top_layer": {
             "epochs": args.epochs, "learning_rate": args.learning_rate, "seed": SEED}}, args.with_part, args.composed)
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
