@@ -4,7 +4,7 @@ pairs, the stance decision the measured labels come from, and the adoption rule 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -97,4 +97,21 @@ def paired_bootstrap(gold: Sequence[str], pairs: Sequence[str], a: Sequence[str]
     gain = macro_f1_counted(truth, second, ones) - macro_f1_counted(truth, first, ones)
     low, high = np.percentile(gains, [5, 95])
     return (f"  {name}: {gain:+.3f}; over {draws} draws of the {len(distinct)} pairs, 90 % between {low:+.3f} and "
-            f"{high:+.3f}, above zero in {np.mean(np.array(gains) > 0):.1%}")
+            f"{high:+.3f}, above zero in {np.mean(np.array(gains) > 0):.1%}, below zero in "
+            f"{np.mean(np.array(gains) < 0):.1%}")
+
+
+def by_length_third(words: Sequence[int], gold: Sequence[str], given: Mapping[str, Sequence[str]]) -> list[str]:
+    """A line for each third of the items by word count (shortest first), with each ``given`` model's macro-F1 on
+    it: where in a passage's length a model gains or loses."""
+    counts = np.array(words)
+    third = np.searchsorted(np.percentile(counts, [100 / 3, 200 / 3]), counts, side="right")
+    lines = []
+    for k, name in enumerate(("shortest", "middle", "longest")):
+        rows = np.flatnonzero(third == k)
+        truth = [gold[i] for i in rows]
+        figures = ", ".join(f"{model} {f1_report(truth, [labels[i] for i in rows], LABELS)['macro']:.3f}"
+                            for model, labels in given.items())
+        lines.append(f"  {name} third by words ({counts[rows].min()}-{counts[rows].max()}, {len(rows)} items): "
+                     f"{figures}")
+    return lines

@@ -41,7 +41,7 @@ from kueri.stance.encoders import SENTENCE_MODEL
 from kueri.stance.features import in_training_half
 from kueri.train.data import WEB
 from kueri.train.folds import FOLDS, group_folds
-from kueri.train.reports import confusion, f1_report, indented, paired_bootstrap, summarise
+from kueri.train.reports import by_length_third, confusion, f1_report, indented, paired_bootstrap, summarise
 from kueri.train.stance.heads import (
     C_GRID,
     COMPOSED_WEIGHTS,
@@ -137,6 +137,9 @@ def report_frozen(head: Head, frozen: Data, shift_to: np.ndarray, models: Sequen
         for other in others:
             print(paired_bootstrap(gold, [item.pair for item in frozen.items], given[first], given[other],
                                    f"{other} minus {first}"))
+    words = [sum(any(c.isalnum() for c in token) for token in item.passage.tokens) for item in frozen.items]
+    for line in by_length_third(words, gold, given):
+        print(line)
 
 
 def write(head: Head, shift_to: np.ndarray, out: Path, encoder: TunedWeights | None = None,

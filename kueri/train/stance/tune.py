@@ -404,14 +404,14 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
                   f"{time.perf_counter() - started:.0f} s", flush=True)
         for name in names:
             reports[name].append(f1_report(gold, [labels[name][i] for i in keep], LABELS))
-        print(f"  assignment {assignment}: " + ", ".join(f"{reports[n][-1]['macro']:.3f}" for n in names), flush=True)
+        print(f"  assignment {assignment}: " + ", ".join(f"{reports[n][-1]['macro']:.4f}" for n in names), flush=True)
         pooled += [labels[tuned][i] for i in keep]
     for name in names:
         print(summarise(name, reports[name]))
     for name, against in ((tuned, names[0]), *(((names[-1], tuned),) if read_in_windows else ())):
         gains = [b["macro"] - a["macro"] for a, b in zip(reports[against], reports[name], strict=True)]
-        print(f"  {name} minus {against.split(' (')[0].split(',')[0]}, paired per assignment: {np.mean(gains):+.3f} "
-              f"+- {np.std(gains):.3f} ({', '.join(f'{g:+.3f}' for g in gains)})")
+        print(f"  {name} minus {against.split(' (')[0].split(',')[0]}, paired per assignment: {np.mean(gains):+.4f} "
+              f"+- {np.std(gains):.4f} ({', '.join(f'{g:+.4f}' for g in gains)})")
     print(indented(confusion(gold * assignments, pooled)))
 
 
