@@ -6,6 +6,7 @@
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR write    # kueri/resources/models/stance-v4.npz
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR --assignments 3 cv cv-answers
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR --tuned-layers 2 cv-answers   # a candidate
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR --windows [--train-in-windows] cv-answers
 
 The defaults are stance-v4's recipe (``--votes``, ``--with-part second-train``); ``--no-votes`` and ``--with-part``
 with no part give the candidates it was judged beside.
@@ -156,6 +157,13 @@ class Windows:
     lower: Lower
     first_names: list[bool]
 
+    def source(self, target: Source, chosen: Sequence[int]) -> Source:
+        """The ``chosen`` windows as items of their passages in ``target`` (a passage's label, and what the head
+        reads beside the top layer, are its whole text's)."""
+        owners = [self.owner[j] for j in chosen]
+        return Source(Data([target.data.items[o] for o in owners], target.data.forward[owners],
+                           target.data.backward[owners]), self.lower.take(chosen))
+
     def probabilities(self, model: TopLayers, target: Source, held: Sequence[int], first: np.ndarray) -> np.ndarray:
         """P of the ``held`` items of ``target`` read in windows: the mean over the windows naming an object (the
         first window's ``first``, rows in ``held``'s order), the first alone when none names one."""
@@ -164,8 +172,7 @@ class Windows:
         if not chosen:
             return first
         owners = [self.owner[j] for j in chosen]
-        extra = model.probabilities(Source(Data([target.data.items[o] for o in owners], target.data.forward[owners],
-                                                 target.data.backward[owners]), self.lower.take(chosen)))
+        extra = model.probabilities(self.source(target, chosen))
         total, count = first.copy(), np.ones(len(held))
         for row in {where[owner] for owner in owners if not self.first_names[owner]}:
             total[row], count[row] = 0.0, 0  # its first window names neither object: not counted
@@ -361,11 +368,14 @@ def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: f
 
 def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to: np.ndarray, epochs: int,
                    learning_rate: float, assignments: int, measured: Sequence[bool] | None = None,
-                   tuned_layers: int = TUNED_LAYERS, read_in_windows: Windows | None = None) -> None:
+                   tuned_layers: int = TUNED_LAYERS, read_in_windows: Windows | None = None,
+                   train_in_windows: bool = False) -> None:
     """Grouped 5-fold CV over ``target`` (the fold assignments of ``train_stance_passages.py``), each fold's model
     trained on the other folds plus ``rest``, beside stance-v3's recipe (a head on the encoder's state alone) and,
     with the votes, the head on state and votes, on the same folds (paired); figures on the ``measured`` items
-    (default all), mean and spread over the assignments."""
+    (default all), mean and spread over the assignments. ``read_in_windows``: the held-out items longer than the
+    window also read in those windows; with ``train_in_windows``, also a model trained on the training folds' windows
+    too, read in windows."""
     items = target.data.items
     hidden = target.lower.forward[0].shape[1]
     keep = [i for i in range(len(items)) if measured is None or measured[i]]
@@ -374,7 +384,8 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
              f"lr {learning_rate}")
     names = ["head on the state alone (stance-v3's recipe)",
              *(["head on the state and the votes"] if target.data.forward.shape[1] > hidden else []),
-             tuned, *([f"{tuned}, read in windows"] if read_in_windows else [])]
+             tuned, *([f"{tuned}, read in windows"] if read_in_windows else []),
+             *([f"{tuned}, trained and read in windows"] if train_in_windows else [])]
     reports: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     pooled: list[str] = []
     for assignment in range(assignments):
@@ -397,6 +408,12 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
                                else []),
                              first, *([read_in_windows.probabilities(model, target, held, first)]
                                       if read_in_windows else [])]
+            if read_in_windows and train_in_windows:  # the training folds' windows naming an object, each an item
+                trained_windows = [j for j, owner in enumerate(read_in_windows.owner) if fold[owner] != k]
+                windowed = TopLayers(encoder, head, tuned_layers)
+                windowed.fit(kept + read_in_windows.source(target, trained_windows), epochs, learning_rate, log=False)
+                probabilities.append(read_in_windows.probabilities(windowed, target, held,
+                                                                   windowed.probabilities(part)))
             for name, p in zip(names, probabilities, strict=True):
                 for i, label in zip(held, decide(p, part.data.items, head.train_priors, shift_to), strict=True):
                     labels[name][i] = label
@@ -408,7 +425,7 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
         pooled += [labels[tuned][i] for i in keep]
     for name in names:
         print(summarise(name, reports[name]))
-    for name, against in ((tuned, names[0]), *(((names[-1], tuned),) if read_in_windows else ())):
+    for name, against in ((tuned, names[0]), *((later, tuned) for later in names[names.index(tuned) + 1:])):
         gains = [b["macro"] - a["macro"] for a, b in zip(reports[against], reports[name], strict=True)]
         print(f"  {name} minus {against.split(' (')[0].split(',')[0]}, paired per assignment: {np.mean(gains):+.4f} "
               f"+- {np.std(gains):.4f} ({', '.join(f'{g:+.4f}' for g in gains)})")
@@ -434,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", action="store_true",
                         help="cv-answers: also read the held-out passages longer than the model's window in "
                         "overlapping windows (the same fitted models)")
+    parser.add_argument("--train-in-windows", action="store_true",
+                        help="cv-answers with --windows: also a model trained on the training folds' answers' windows "
+                        "naming an object (each with its answer's label), read in windows")
     parser.add_argument("--composed", action="store_true",
                         help="train on the stance answers and CompSent-19's sentences set inside page surroundings too")
     parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
@@ -467,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         cross_validate(answers, web + sentences, encoder, shift_to, args.epochs, args.learning_rate,
                        args.assignments, [not in_training_half(item.group) for item in answers.data.items],
                        args.tuned_layers, windows_of(args.cache, "answers", answers.data.items, encoder,
-                                                     args.tuned_layers) if args.windows else None)
+                                                     args.tuned_layers) if args.windows else None,
+                       args.train_in_windows)
     if "write" in args.what:
         model = trained(web + rest, encoder, args.epochs, args.learning_rate, args.tuned_layers)
         head = Head(np.zeros((1, 1)), np.zeros(1), model.train_priors)
