@@ -3,7 +3,7 @@ objects by construction, its fit, its decision, and the baselines it is measured
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,9 +25,11 @@ SOURCE_WEIGHTS = {"web": 1.0, "answers": 1.0, "compsent": 0.5}
 COMPOSED_WEIGHTS = {"composed-answers": 1.0, "composed-compsent": 0.5}
 
 
-def weight_of(source: str) -> float:
-    """How much an example of ``source`` counts in a loss."""
-    return SOURCE_WEIGHTS[source] if source in SOURCE_WEIGHTS else COMPOSED_WEIGHTS[source]
+def weight_of(source: str, source_weights: Mapping[str, float] | None = None) -> float:
+    """How much an example of ``source`` counts in a loss: ``source_weights`` (default :data:`SOURCE_WEIGHTS`),
+    then :data:`COMPOSED_WEIGHTS`."""
+    weights = SOURCE_WEIGHTS if source_weights is None else source_weights
+    return weights[source] if source in weights else COMPOSED_WEIGHTS[source]
 C_GRID = (0.03, 0.1, 0.3, 1.0)
 
 
@@ -54,15 +56,15 @@ def symmetric_probabilities(forward: np.ndarray, backward: np.ndarray) -> np.nda
     return (softmax(forward) + softmax(backward)[:, SWAP]) / 2.0
 
 
-def fit_head(data: Data, c: float) -> Head:
+def fit_head(data: Data, c: float, source_weights: Mapping[str, float] | None = None) -> Head:
     """Multinomial logistic regression on both orders of every item (the swapped twin with FIRST and SECOND
-    exchanged), each weighted by its source."""
+    exchanged), each weighted by its source (:func:`weight_of`)."""
     from sklearn.linear_model import LogisticRegression
 
     x = np.vstack([data.forward, data.backward]).astype(np.float64)
     labels = [item.label for item in data.items]
     y = np.array([LABELS.index(label) for label in labels] + [SWAP[LABELS.index(label)] for label in labels])
-    weights = np.array([weight_of(item.source) for item in data.items] * 2)
+    weights = np.array([weight_of(item.source, source_weights) for item in data.items] * 2)
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     classifier = LogisticRegression(C=c, max_iter=1000)

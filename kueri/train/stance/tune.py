@@ -35,7 +35,7 @@ import argparse
 import hashlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +62,18 @@ from kueri.train.stance.bert_jax import (
     lower_states,
     padded,
 )
-from kueri.train.stance.heads import SWAP, C, Head, class_mix, decide, fit_head, symmetric_probabilities, weight_of
+from kueri.train.stance.heads import (
+    COMPOSED_WEIGHTS,
+    SOURCE_WEIGHTS,
+    SWAP,
+    C,
+    Head,
+    class_mix,
+    decide,
+    fit_head,
+    symmetric_probabilities,
+    weight_of,
+)
 from kueri.train.stance.passage_data import (
     EXTRA_TRAINING_PARTS,
     MAX_TOKENS,
@@ -269,10 +280,11 @@ def rounded(layer: dict) -> dict:
 class TopLayers:
     """The stance encoder's top ``count`` layers and a passage head, trained together (see the module)."""
 
-    def __init__(self, encoder: TunedWeights, head: Head, count: int = TUNED_LAYERS) -> None:
+    def __init__(self, encoder: TunedWeights, head: Head, count: int = TUNED_LAYERS,
+                 source_weights: Mapping[str, float] | None = None) -> None:
         import jax.numpy as jnp
 
-        self.encoder, self.count = encoder, count
+        self.encoder, self.count, self.source_weights = encoder, count, source_weights
         layers = [layer_parameters(layer) for layer in layers_of(encoder)[-count:]]
         self.params = {"below_top": [as_jax(layer) for layer in layers[:-1]], "layer": as_jax(layers[-1]),
                        "head": {"w": jnp.asarray(head.weight, dtype=jnp.float32),
@@ -288,7 +300,7 @@ class TopLayers:
         lower, items = source.lower, source.data.items
         y = np.array([LABELS.index(i.label) for i in items] + [SWAP[LABELS.index(i.label)] for i in items],
                      dtype=np.int32)
-        w = np.array([weight_of(i.source) for i in items] * 2, dtype=np.float32)
+        w = np.array([weight_of(i.source, self.source_weights) for i in items] * 2, dtype=np.float32)
         batches = batches_of([*lower.forward, *lower.backward], source.extras(), y, w)
         heads, eps = self.heads, self.eps
 
@@ -360,8 +372,8 @@ class Source:
 
 
 def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: float,
-            tuned_layers: int = TUNED_LAYERS) -> TopLayers:
-    model = TopLayers(encoder, fit_head(source.data, C), tuned_layers)
+            tuned_layers: int = TUNED_LAYERS, source_weights: Mapping[str, float] | None = None) -> TopLayers:
+    model = TopLayers(encoder, fit_head(source.data, C, source_weights), tuned_layers, source_weights)
     model.fit(source, epochs, learning_rate)
     return model
 
@@ -369,13 +381,14 @@ def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: f
 def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to: np.ndarray, epochs: int,
                    learning_rate: float, assignments: int, measured: Sequence[bool] | None = None,
                    tuned_layers: int = TUNED_LAYERS, read_in_windows: Windows | None = None,
-                   train_in_windows: bool = False) -> None:
+                   train_in_windows: bool = False, source_weights: Mapping[str, float] | None = None) -> None:
     """Grouped 5-fold CV over ``target`` (the fold assignments of ``train_stance_passages.py``), each fold's model
     trained on the other folds plus ``rest``, beside stance-v3's recipe (a head on the encoder's state alone) and,
     with the votes, the head on state and votes, on the same folds (paired); figures on the ``measured`` items
     (default all), mean and spread over the assignments. ``read_in_windows``: the held-out items longer than the
     window also read in those windows; with ``train_in_windows``, also a model trained on the training folds' windows
-    too, read in windows."""
+    too, read in windows. ``source_weights``: how much each source's items count in every fit (default
+    :data:`~kueri.train.stance.heads.SOURCE_WEIGHTS`)."""
     items = target.data.items
     hidden = target.lower.forward[0].shape[1]
     keep = [i for i in range(len(items)) if measured is None or measured[i]]
@@ -397,10 +410,10 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
                 rest.take(outside(rest.data.items, {items[i].group for i in held}))
             part = target.take(held)
             started = time.perf_counter()
-            head = fit_head(kept.data, C)
+            head = fit_head(kept.data, C, source_weights)
             state_only = head if target.data.forward.shape[1] == hidden else fit_head(
-                Data(kept.data.items, kept.data.forward[:, :hidden], kept.data.backward[:, :hidden]), C)
-            model = TopLayers(encoder, head, tuned_layers)
+                Data(kept.data.items, kept.data.forward[:, :hidden], kept.data.backward[:, :hidden]), C, source_weights)
+            model = TopLayers(encoder, head, tuned_layers, source_weights)
             model.fit(kept, epochs, learning_rate, log=False)
             first = model.probabilities(part)
             probabilities = [state_only.probabilities(part.data.forward[:, :hidden], part.data.backward[:, :hidden]),
@@ -410,7 +423,7 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
                                       if read_in_windows else [])]
             if read_in_windows and train_in_windows:  # the training folds' windows naming an object, each an item
                 trained_windows = [j for j, owner in enumerate(read_in_windows.owner) if fold[owner] != k]
-                windowed = TopLayers(encoder, head, tuned_layers)
+                windowed = TopLayers(encoder, head, tuned_layers, source_weights)
                 windowed.fit(kept + read_in_windows.source(target, trained_windows), epochs, learning_rate, log=False)
                 probabilities.append(read_in_windows.probabilities(windowed, target, held,
                                                                    windowed.probabilities(part)))
@@ -456,8 +469,11 @@ def main(argv: list[str] | None = None) -> int:
                         "naming an object (each with its answer's label), read in windows")
     parser.add_argument("--composed", action="store_true",
                         help="train on the stance answers and CompSent-19's sentences set inside page surroundings too")
+    parser.add_argument("--answers-weight", type=float, default=SOURCE_WEIGHTS["answers"],
+                        help="how much a stance answer counts in every fit, beside a web passage's 1 (%(default)s)")
     parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
     args = parser.parse_args(argv)
+    weights = {**SOURCE_WEIGHTS, "answers": args.answers_weight}
     started = time.perf_counter()
     encoder = TunedWeights.load(SENTENCE_MODEL, REBUILD)
     states = States(args.cache)
@@ -480,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     if "cv" in args.what:
         print(f"== web-passage set: {FOLDS} folds by domain ==")
         cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate, args.assignments, measured,
-                       args.tuned_layers)
+                       args.tuned_layers, source_weights=weights)
     if "cv-answers" in args.what:
         print(f"== stance answers: {FOLDS} folds by question, measured on the held-out half of stance-v1's split ==")
         answers = sources["answers"]
@@ -488,14 +504,17 @@ def main(argv: list[str] | None = None) -> int:
                        args.assignments, [not in_training_half(item.group) for item in answers.data.items],
                        args.tuned_layers, windows_of(args.cache, "answers", answers.data.items, encoder,
                                                      args.tuned_layers) if args.windows else None,
-                       args.train_in_windows)
+                       args.train_in_windows, weights)
     if "write" in args.what:
-        model = trained(web + rest, encoder, args.epochs, args.learning_rate, args.tuned_layers)
+        model = trained(web + rest, encoder, args.epochs, args.learning_rate, args.tuned_layers, weights)
         head = Head(np.zeros((1, 1)), np.zeros(1), model.train_priors)
         tuned = model.tuned(dict(encoder.meta))
         # The top layer's own settings apart from the sentence encoder's (its header's "epochs", "learning_rate").
         write(head, shift_to, args.out, tuned, {"tuned_layers": args.tuned_layers, "votes": args.votes, "top_layer": {
-            "epochs": args.epochs, "learning_rate": args.learning_rate, "seed": SEED}}, args.with_part, args.composed)
+            "epochs": args.epochs, "learning_rate": args.learning_rate, "seed": SEED},
+            # the header says the weights the file was trained with (the default's are written by `write` itself)
+            **({"source_weights": {**weights, **(COMPOSED_WEIGHTS if args.composed else {})}}
+               if weights != SOURCE_WEIGHTS else {})}, args.with_part, args.composed)
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 
