@@ -39,6 +39,7 @@ from kueri.encoders.cross import TunedWeights
 from kueri.records import STANCES as LABELS
 from kueri.stance.encoders import SENTENCE_MODEL
 from kueri.stance.features import in_training_half
+from kueri.train.blas import kernel_note
 from kueri.train.data import WEB
 from kueri.train.folds import FOLDS, group_folds
 from kueri.train.reports import by_length_third, confusion, f1_report, indented, paired_bootstrap, summarise
@@ -163,6 +164,8 @@ def write(head: Head, shift_to: np.ndarray, out: Path, encoder: TunedWeights | N
     weights = tuned.head if tuned else FloatLinear(head.weight.astype(np.float32), head.bias.astype(np.float32))
     TunedWeights(meta, encoder.layers, weights).save(out)
     print(f"wrote {out}: sha256 {hashlib.sha256(out.read_bytes()).hexdigest()} ({out.stat().st_size / 1e6:.1f} MB)")
+    if note := kernel_note("stance-v4.npz" if tuned else "stance-v3.npz"):
+        print(note)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,6 +57,7 @@ from kueri.stance.model import (
     StanceModel,
 )
 from kueri.tfidf import TfidfBlock
+from kueri.train.blas import kernel_note
 from kueri.train.data import COMPSENT, STANCE_TRAIN, SWAP_LABEL, load_compsent, load_stance_train
 from kueri.train.folds import question_folds
 from kueri.train.reports import confusion, f1_report, format_report
@@ -355,5 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     model, reference = fit_stance_model(sentence, stance_rows, meta=meta, gate=gate, votes=votes)
     if save_checked(model, reference, [p for _, p, _ in stance_rows], None if args.no_save else args.out):
         return 1
+    if not args.no_save and args.votes == "encoder" and (note := kernel_note("stance-v2.npz")):
+        print(note)
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
