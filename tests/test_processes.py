@@ -12,11 +12,13 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from kueri.errors import KueriError
+from kueri.cli import ended
+from kueri.errors import Interrupted, KueriError, SetupError
 from kueri.processes import WORKER_NAME, ordered_pool_map, resolve_workers, worker_pool
 from kueri.stance.label import POOL_MIN_HITS
 
@@ -273,7 +275,7 @@ def test_a_signal_while_workers_label_stops_them_all(tmp_path):
     marker, out = uuid.uuid4().hex, tmp_path / "labelled.txt"
     process = subprocess.Popen([sys.executable, "-m", "kueri", "stance", str(DEFAULT_RUN), "--corpus",
                                 str(SAMPLE_CORPUS), "--topics", str(SAMPLE_TOPICS), "--output", str(out), "--depth",
-                                "0", "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                "all", "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "KUERI_TEST_MARKER": marker})
     try:
         deadline = time.monotonic() + 60
@@ -292,4 +294,38 @@ def test_a_signal_while_workers_label_stops_them_all(tmp_path):
     assert time.monotonic() - started < 10 and "Traceback" not in err
     assert not _processes_carrying(marker)
     assert not out.exists()
+
+
+def _raised(make: Callable[[], BaseException]) -> BaseException:
+    try:
+        raise make()
+    except BaseException as exc:  # the exception as the CLI receives it, its causes attached
+        return exc
+
+
+def _import_interrupted_by(signal_exc: BaseException) -> Callable[[], BaseException]:
+    """What pybind11 raises when a signal's exception arrives while its module loads, and what kueri makes of it."""
+    def make() -> BaseException:
+        try:
+            try:
+                raise signal_exc
+            except BaseException as inner:
+                raise ImportError("initialization failed") from inner
+        except ImportError as exc:
+            raise SetupError(f"the second stage's neural features need onnxruntime ({exc})") from None
+    return make
+
+
+def test_a_signal_that_a_library_made_its_own_error_still_ends_as_the_signal(capsys):
+    """The race the signal test above once lost: SIGTERM while onnxruntime's module loaded became ImportError
+    "initialization failed", then a setup error (exit 2); it is the signal (143), and ^C 130."""
+    assert ended(_raised(_import_interrupted_by(Interrupted(signal.SIGTERM)))) == 143
+    assert "stopped by SIGTERM" in capsys.readouterr().err
+    assert ended(_raised(_import_interrupted_by(KeyboardInterrupt()))) == 130
+    assert "interrupted" in capsys.readouterr().err
+    # an error with no signal behind it stays itself; an import error that is a bug is raised again
+    assert ended(_raised(lambda: SetupError("no index"))) == 2
+    assert capsys.readouterr().err == "kueri: error: no index\n"
+    with pytest.raises(ImportError):
+        ended(_raised(lambda: ImportError("a bug")))
 

@@ -107,6 +107,39 @@ def _stop(signal_number: int, frame: object) -> None:
     raise Interrupted(signal_number)
 
 
+def signal_behind(exc: BaseException) -> BaseException | None:
+    """The ^C or SIGTERM behind ``exc``, when a library made it an error of its own on the way up (pybind11 turns
+    any exception raised while its module loads, ours included, into ImportError "initialization failed"), found
+    through the exception's causes; else None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt | Interrupted):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def ended(exc: BaseException, debug: bool = False) -> int:
+    """The exit code of a command that raised ``exc``, its one line said on stderr; ``exc`` raised again when it is
+    a bug (a traceback is then what helps)."""
+    stopped = signal_behind(exc)
+    if isinstance(stopped, KeyboardInterrupt):
+        print("kueri: interrupted; nothing half-written was kept", file=sys.stderr)
+        return 130
+    if isinstance(stopped, Interrupted):
+        print("kueri: stopped by SIGTERM; nothing half-written was kept", file=sys.stderr)
+        return stopped.exit_code
+    if not isinstance(exc, KueriError | OSError):
+        raise exc
+    if debug:
+        traceback.print_exception(exc)
+    error = environment_problem(exc) if isinstance(exc, OSError) else exc
+    print(f"kueri: error: {error}", file=sys.stderr)
+    return error.exit_code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; the exit code says how it ended (see :mod:`kueri.errors`)."""
     args = build_parser().parse_args(argv)
@@ -116,18 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _stop)
     try:
         return int(args.func(args) or 0)
-    except (KueriError, OSError) as exc:
-        if args.debug:
-            traceback.print_exc()
-        error = environment_problem(exc) if isinstance(exc, OSError) else exc
-        print(f"kueri: error: {error}", file=sys.stderr)
-        return error.exit_code
-    except KeyboardInterrupt:
-        print("kueri: interrupted; nothing half-written was kept", file=sys.stderr)
-        return 130
-    except Interrupted as exc:
-        print("kueri: stopped by SIGTERM; nothing half-written was kept", file=sys.stderr)
-        return exc.exit_code
+    except (KueriError, OSError, ImportError, KeyboardInterrupt, Interrupted) as exc:
+        return ended(exc, args.debug)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
