@@ -1,4 +1,4 @@
-"""A passage longer than the stance model's window read in overlapping windows (kueri.train.stance.tune.windows,
+"""A passage longer than the stance model's window read in overlapping windows (kueri.train.stance.windows,
 measured by ``tune_stance_passages.py --windows cv-answers``): the first window is what the model reads today,
 each window fits, the windows overlap by half and the last reaches the passage's end; a passage's probabilities
 are the mean over its windows naming an object, and ``--train-in-windows`` trains on those windows as items."""
@@ -12,8 +12,9 @@ from kueri.encoders.cross import pair_tokenizer
 from kueri.objects import MaskedPassage
 from kueri.stance.encoders import HYPOTHESIS, masked_text
 from kueri.train.data import load_stance_train
+from kueri.train.stance.lower import Lower, Source
 from kueri.train.stance.passage_data import MAX_TOKENS, Data, Item
-from kueri.train.stance.tune import Lower, Source, Windows, windows
+from kueri.train.stance.windows import Windows, windows
 
 
 @pytest.fixture(scope="module")

@@ -32,11 +32,8 @@ kueri computes them when it labels.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +41,9 @@ import numpy as np
 from kueri import resources
 from kueri.cli.script import script_parser
 from kueri.encoders.bert_graph import BertLayer, FloatLinear, Int8Linear
-from kueri.encoders.cross import TunedWeights, base_weights, encode_pairs, pair_tokenizer
+from kueri.encoders.cross import TunedWeights, base_weights
 from kueri.records import STANCES as LABELS
-from kueri.stance.encoders import HYPOTHESIS, PLACEHOLDERS, SENTENCE_MODEL, masked_text
+from kueri.stance.encoders import SENTENCE_MODEL
 from kueri.stance.features import in_training_half
 from kueri.train.folds import FOLDS, group_folds
 from kueri.train.reports import confusion, f1_report, indented, summarise
@@ -59,7 +56,6 @@ from kueri.train.stance.bert_jax import (
     layer_parameters,
     layers_of,
     length_order,
-    lower_states,
     padded,
 )
 from kueri.train.stance.heads import (
@@ -74,11 +70,10 @@ from kueri.train.stance.heads import (
     symmetric_probabilities,
     weight_of,
 )
+from kueri.train.stance.lower import Source, lower_of
 from kueri.train.stance.passage_data import (
     EXTRA_TRAINING_PARTS,
-    MAX_TOKENS,
     Data,
-    Item,
     States,
     answer_items,
     composed_items,
@@ -89,6 +84,7 @@ from kueri.train.stance.passage_data import (
     with_votes,
 )
 from kueri.train.stance.passages import write
+from kueri.train.stance.windows import Windows, windows_of
 
 SEED = 20222
 BATCH = 32
@@ -100,121 +96,6 @@ TUNED_LAYERS = 1
 REBUILD = "`python scripts/train_stance_encoder.py`"
 #: The training parts beside train.jsonl of stance-v4, the default recipe (the third part came later).
 STANCE_V4_PARTS = ("second-train",)
-
-
-@dataclass
-class Lower:
-    """The hidden states of every token below the tuned layers, for both orders of the objects of each item."""
-
-    forward: list[np.ndarray]
-    backward: list[np.ndarray]
-
-    def take(self, indices: Sequence[int]) -> Lower:
-        return Lower([self.forward[i] for i in indices], [self.backward[i] for i in indices])
-
-    def __add__(self, other: Lower) -> Lower:
-        return Lower([*self.forward, *other.forward], [*self.backward, *other.backward])
-
-
-def lower_of(cache: Path, name: str, items: Sequence[Item], encoder: TunedWeights, tuned_layers: int) -> Lower:
-    """The stance encoder's states below its top ``tuned_layers``, kept in ``cache`` (float16: a gigabyte for all
-    sources); the file names the layers below (5 for the top layer alone)."""
-    texts = [masked_text(item.passage.tokens) for item in items]
-    swapped = [masked_text(item.passage.swapped().tokens) for item in items]
-    digest = hashlib.sha1("\0".join([SENTENCE_MODEL.name, *texts]).encode()).hexdigest()[:16]
-    below = len(layers_of(encoder)) - tuned_layers
-    path = cache / f"{name}-lower{below}-{MAX_TOKENS}-{digest}.npz"
-    parts = kept_lower(path, lambda: encode_pairs(pair_tokenizer(MAX_TOKENS),
-                                                  [(HYPOTHESIS, t) for t in [*texts, *swapped]]), encoder, below)
-    return Lower(parts[: len(items)], parts[len(items):])
-
-
-def kept_lower(path: Path, encoded: Callable[[], list[list[int]]], encoder: TunedWeights,
-               below: int) -> list[np.ndarray]:
-    """The states after the first ``below`` layers of each input ``encoded`` gives, computed once into ``path``."""
-    if not path.exists():
-        started = time.perf_counter()
-        inputs = encoded()
-        states = lower_states(inputs, below, layers_of(encoder))
-        lengths = np.array([len(s) for s in states])
-        np.savez(path.with_suffix(".part.npz"), states=np.concatenate(states).astype(np.float16), lengths=lengths)
-        os.replace(path.with_suffix(".part.npz"), path)
-        print(f"  {path.name}: states below layer {below + 1} of {len(inputs)} inputs in "
-              f"{time.perf_counter() - started:.0f} s", flush=True)
-    saved = np.load(path)
-    return np.split(saved["states"], np.cumsum(saved["lengths"])[:-1])
-
-
-def windows(ids: Sequence[int], sep: int, size: int = MAX_TOKENS) -> list[list[int]]:
-    """A pair's ids (``[CLS] hypothesis [SEP] passage [SEP]``, the passage whole) in windows of at most ``size``
-    ids, each the hypothesis and a stretch of the passage, the stretches overlapping by half; the first is what
-    the model reads of the passage today (its ids cut to ``size``)."""
-    start = list(ids).index(sep) + 1
-    prefix, body = list(ids[:start]), list(ids[start:-1])
-    room = size - len(prefix) - 1
-    starts = [0]
-    while starts[-1] + room < len(body):
-        starts.append(starts[-1] + room // 2)
-    return [[*prefix, *body[s:s + room], sep] for s in starts]
-
-
-@dataclass
-class Windows:
-    """The windows after the first (:func:`windows`) that name an object, of each item longer than the model's
-    window: the item each belongs to, their states below the tuned layers, and which items' first window names
-    an object (a window naming neither says nothing of the stance: it is left out of the mean)."""
-
-    owner: list[int]
-    lower: Lower
-    first_names: list[bool]
-
-    def source(self, target: Source, chosen: Sequence[int]) -> Source:
-        """The ``chosen`` windows as items of their passages in ``target`` (a passage's label, and what the head
-        reads beside the top layer, are its whole text's)."""
-        owners = [self.owner[j] for j in chosen]
-        return Source(Data([target.data.items[o] for o in owners], target.data.forward[owners],
-                           target.data.backward[owners]), self.lower.take(chosen))
-
-    def probabilities(self, model: TopLayers, target: Source, held: Sequence[int], first: np.ndarray) -> np.ndarray:
-        """P of the ``held`` items of ``target`` read in windows: the mean over the windows naming an object (the
-        first window's ``first``, rows in ``held``'s order), the first alone when none names one."""
-        where = {item: row for row, item in enumerate(held)}
-        chosen = [j for j, owner in enumerate(self.owner) if owner in where]
-        if not chosen:
-            return first
-        owners = [self.owner[j] for j in chosen]
-        extra = model.probabilities(self.source(target, chosen))
-        total, count = first.copy(), np.ones(len(held))
-        for row in {where[owner] for owner in owners if not self.first_names[owner]}:
-            total[row], count[row] = 0.0, 0  # its first window names neither object: not counted
-        for owner, p in zip(owners, extra, strict=True):
-            total[where[owner]] += p
-            count[where[owner]] += 1
-        return total / count[:, None]
-
-
-def windows_of(cache: Path, name: str, items: Sequence[Item], encoder: TunedWeights, tuned_layers: int) -> Windows:
-    """The :class:`Windows` of ``items`` (both orders of the objects), their states kept in ``cache``."""
-    tokenizer = pair_tokenizer(1 << 16)  # the passage whole
-    sep, objects = tokenizer.sep, {tokenizer.vocab[p] for p in PLACEHOLDERS.values()}
-    owner, first_names, both = [], [], []
-    for index, item in enumerate(items):
-        forward, backward = (windows(tokenizer.encode_pair(HYPOTHESIS, masked_text(tokens)), sep)
-                             for tokens in (item.passage.tokens, item.passage.swapped().tokens))
-        start = forward[0].index(sep) + 1
-        names = [bool(objects & set(w[start:-1])) for w in forward]
-        first_names.append(names[0])
-        for window, swapped, named in zip(forward[1:], backward[1:], names[1:], strict=True):
-            if named:
-                owner.append(index)
-                both.append((window, swapped))
-    digest = hashlib.sha1(repr([SENTENCE_MODEL.name, both]).encode()).hexdigest()[:16]
-    below = len(layers_of(encoder)) - tuned_layers
-    parts = kept_lower(cache / f"{name}-windows-lower{below}-{MAX_TOKENS}-{digest}.npz",
-                       lambda: [w for w, _ in both] + [w for _, w in both], encoder, below)
-    print(f"  {name}: {len(set(owner))} of {len(items)} longer than the window, {len(owner)} more windows naming an "
-          "object", flush=True)
-    return Windows(owner, Lower(parts[: len(both)], parts[len(both):]), first_names)
 
 
 def tuned_logits(params: dict, x, bias, extra, heads: int, eps: float):
@@ -351,24 +232,6 @@ class TopLayers:
         tops = [as_layer(layer) for layer in [*self.params["below_top"], self.params["layer"]]]
         head = FloatLinear(np.asarray(self.params["head"]["w"]), np.asarray(self.params["head"]["b"]))
         return TunedWeights(meta, (*self.encoder.layers[:-self.count], *tops), head)
-
-
-@dataclass
-class Source:
-    data: Data  # the items and their full encoder's first-token states (the head's start)
-    lower: Lower
-
-    def take(self, indices: Sequence[int]) -> Source:
-        return Source(self.data.take(indices), self.lower.take(indices))
-
-    def __add__(self, other: Source) -> Source:
-        return Source(self.data + other.data, self.lower + other.lower)
-
-    def extras(self) -> np.ndarray:
-        """What the head reads beside the top layer's first token, both orders stacked: the columns of the data's
-        states past the encoder's width (the sentence votes with ``--votes``; none without)."""
-        hidden = self.lower.forward[0].shape[1]
-        return np.vstack([self.data.forward[:, hidden:], self.data.backward[:, hidden:]])
 
 
 def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: float,
