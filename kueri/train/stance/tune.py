@@ -7,6 +7,7 @@
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR --assignments 3 cv cv-answers
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR --tuned-layers 2 cv-answers   # a candidate
     .venv/bin/python scripts/tune_stance_passages.py --cache DIR --windows [--train-in-windows] cv-answers
+    .venv/bin/python scripts/tune_stance_passages.py --cache DIR --windows --members 3 cv-answers   # an ensemble
 
 The defaults are stance-v4's recipe (``--votes``, ``--with-part second-train``); ``--no-votes`` and ``--with-part``
 with no part give the candidates it was judged beside.
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -94,6 +96,8 @@ LEARNING_RATE = 3e-5
 #: stance-v4 tunes the top layer alone.
 TUNED_LAYERS = 1
 REBUILD = "`python scripts/train_stance_encoder.py`"
+#: How far apart the seeds of an ensemble's members are (past the epochs' seeds, ``SEED + epoch``).
+MEMBER_SEED_STEP = 1000
 #: The training parts beside train.jsonl of stance-v4, the default recipe (the third part came later).
 STANCE_V4_PARTS = ("second-train",)
 
@@ -162,10 +166,10 @@ class TopLayers:
     """The stance encoder's top ``count`` layers and a passage head, trained together (see the module)."""
 
     def __init__(self, encoder: TunedWeights, head: Head, count: int = TUNED_LAYERS,
-                 source_weights: Mapping[str, float] | None = None) -> None:
+                 source_weights: Mapping[str, float] | None = None, seed: int = SEED) -> None:
         import jax.numpy as jnp
 
-        self.encoder, self.count, self.source_weights = encoder, count, source_weights
+        self.encoder, self.count, self.source_weights, self.seed = encoder, count, source_weights, seed
         layers = [layer_parameters(layer) for layer in layers_of(encoder)[-count:]]
         self.params = {"below_top": [as_jax(layer) for layer in layers[:-1]], "layer": as_jax(layers[-1]),
                        "head": {"w": jnp.asarray(head.weight, dtype=jnp.float32),
@@ -197,7 +201,7 @@ class TopLayers:
         t = 0
         for epoch in range(epochs):
             started, total = time.perf_counter(), 0.0
-            for index in np.random.default_rng(SEED + epoch).permutation(len(batches)):
+            for index in np.random.default_rng(self.seed + epoch).permutation(len(batches)):
                 _, x, bias, extra, labels, weights = batches[index]
                 t += 1
                 params, m, v, value = step(params, m, v, jnp.float32(t), x, bias, extra, labels, weights)
@@ -234,6 +238,23 @@ class TopLayers:
         return TunedWeights(meta, (*self.encoder.layers[:-self.count], *tops), head)
 
 
+@dataclass
+class Ensemble:
+    """Fitted top layers read together: the mean of their probabilities (``--members``, a candidate: the members
+    share the layers below and differ in the order they saw the batches, so each costs only its top layer for the
+    first token and its head)."""
+
+    members: list[TopLayers]
+
+    def probabilities(self, source: Source) -> np.ndarray:
+        return np.mean([member.probabilities(source) for member in self.members], axis=0)
+
+
+def member_seeds(members: int) -> list[int]:
+    """The seeds of an ensemble's members: the first is stance-v4's, so a one-member ensemble is stance-v4's model."""
+    return [SEED + MEMBER_SEED_STEP * m for m in range(members)]
+
+
 def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: float,
             tuned_layers: int = TUNED_LAYERS, source_weights: Mapping[str, float] | None = None) -> TopLayers:
     model = TopLayers(encoder, fit_head(source.data, C, source_weights), tuned_layers, source_weights)
@@ -244,14 +265,16 @@ def trained(source: Source, encoder: TunedWeights, epochs: int, learning_rate: f
 def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to: np.ndarray, epochs: int,
                    learning_rate: float, assignments: int, measured: Sequence[bool] | None = None,
                    tuned_layers: int = TUNED_LAYERS, read_in_windows: Windows | None = None,
-                   train_in_windows: bool = False, source_weights: Mapping[str, float] | None = None) -> None:
+                   train_in_windows: bool = False, source_weights: Mapping[str, float] | None = None,
+                   members: int = 1) -> None:
     """Grouped 5-fold CV over ``target`` (the fold assignments of ``train_stance_passages.py``), each fold's model
     trained on the other folds plus ``rest``, beside stance-v3's recipe (a head on the encoder's state alone) and,
     with the votes, the head on state and votes, on the same folds (paired); figures on the ``measured`` items
     (default all), mean and spread over the assignments. ``read_in_windows``: the held-out items longer than the
     window also read in those windows; with ``train_in_windows``, also a model trained on the training folds' windows
     too, read in windows. ``source_weights``: how much each source's items count in every fit (default
-    :data:`~kueri.train.stance.heads.SOURCE_WEIGHTS`)."""
+    :data:`~kueri.train.stance.heads.SOURCE_WEIGHTS`). ``members`` over 1: also the :class:`Ensemble` of that many
+    (the first the tuned model above), and read in windows with ``read_in_windows``."""
     items = target.data.items
     hidden = target.lower.forward[0].shape[1]
     keep = [i for i in range(len(items)) if measured is None or measured[i]]
@@ -261,7 +284,9 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
     names = ["head on the state alone (stance-v3's recipe)",
              *(["head on the state and the votes"] if target.data.forward.shape[1] > hidden else []),
              tuned, *([f"{tuned}, read in windows"] if read_in_windows else []),
-             *([f"{tuned}, trained and read in windows"] if train_in_windows else [])]
+             *([f"{tuned}, trained and read in windows"] if train_in_windows else []),
+             *([f"{tuned}, {members} members"] if members > 1 else []),
+             *([f"{tuned}, {members} members, read in windows"] if members > 1 and read_in_windows else [])]
     reports: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     pooled: list[str] = []
     for assignment in range(assignments):
@@ -290,6 +315,14 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
                 windowed.fit(kept + read_in_windows.source(target, trained_windows), epochs, learning_rate, log=False)
                 probabilities.append(read_in_windows.probabilities(windowed, target, held,
                                                                    windowed.probabilities(part)))
+            if members > 1:
+                ensemble = Ensemble([model])
+                for seed in member_seeds(members)[1:]:
+                    ensemble.members.append(TopLayers(encoder, head, tuned_layers, source_weights, seed))
+                    ensemble.members[-1].fit(kept, epochs, learning_rate, log=False)
+                together = ensemble.probabilities(part)
+                probabilities += [together, *([read_in_windows.probabilities(ensemble, target, held, together)]
+                                              if read_in_windows else [])]
             for name, p in zip(names, probabilities, strict=True):
                 for i, label in zip(held, decide(p, part.data.items, head.train_priors, shift_to), strict=True):
                     labels[name][i] = label
@@ -334,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="train on the stance answers and CompSent-19's sentences set inside page surroundings too")
     parser.add_argument("--answers-weight", type=float, default=SOURCE_WEIGHTS["answers"],
                         help="how much a stance answer counts in every fit, beside a web passage's 1 (%(default)s)")
+    parser.add_argument("--members", type=int, default=1,
+                        help="cv, cv-answers: also an ensemble of this many tuned models, differing in the batches' "
+                        "order, their probabilities averaged (%(default)s: none)")
     parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
     args = parser.parse_args(argv)
     weights = {**SOURCE_WEIGHTS, "answers": args.answers_weight}
@@ -359,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     if "cv" in args.what:
         print(f"== web-passage set: {FOLDS} folds by domain ==")
         cross_validate(web, rest, encoder, shift_to, args.epochs, args.learning_rate, args.assignments, measured,
-                       args.tuned_layers, source_weights=weights)
+                       args.tuned_layers, source_weights=weights, members=args.members)
     if "cv-answers" in args.what:
         print(f"== stance answers: {FOLDS} folds by question, measured on the held-out half of stance-v1's split ==")
         answers = sources["answers"]
@@ -367,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
                        args.assignments, [not in_training_half(item.group) for item in answers.data.items],
                        args.tuned_layers, windows_of(args.cache, "answers", answers.data.items, encoder,
                                                      args.tuned_layers) if args.windows else None,
-                       args.train_in_windows, weights)
+                       args.train_in_windows, weights, args.members)
     if "write" in args.what:
         model = trained(web + rest, encoder, args.epochs, args.learning_rate, args.tuned_layers, weights)
         head = Head(np.zeros((1, 1)), np.zeros(1), model.train_priors)
