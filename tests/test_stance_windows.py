@@ -14,6 +14,7 @@ from kueri.stance.encoders import HYPOTHESIS, masked_text
 from kueri.train.data import load_stance_train
 from kueri.train.stance.lower import Lower, Source
 from kueri.train.stance.passage_data import MAX_TOKENS, Data, Item
+from kueri.train.stance.tune import main
 from kueri.train.stance.windows import Windows, windows
 
 
@@ -73,3 +74,11 @@ def test_a_passage_read_in_windows_is_the_mean_over_those_naming_an_object():
     assert [item.key for item in chosen.data.items] == ["k0", "k2"]
     assert chosen.data.forward.tolist() == [[0.0, 1.0], [4.0, 5.0]]
     assert [s[0, 0] for s in chosen.lower.forward] == [0.8, 0.4]
+
+
+def test_training_in_windows_asks_for_the_windows(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["--cache", str(tmp_path), "--train-in-windows", "cv-answers"])
+    assert stopped.value.code == 2
+    assert "--train-in-windows reads in windows: give --windows too" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

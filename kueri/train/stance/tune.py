@@ -281,16 +281,11 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
     gold = [items[i].label for i in keep]
     tuned = (f"top {'layer' if tuned_layers == 1 else f'{tuned_layers} layers'} + head, {epochs} ep, "
              f"lr {learning_rate}")
-    names = ["head on the state alone (stance-v3's recipe)",
-             *(["head on the state and the votes"] if target.data.forward.shape[1] > hidden else []),
-             tuned, *([f"{tuned}, read in windows"] if read_in_windows else []),
-             *([f"{tuned}, trained and read in windows"] if train_in_windows else []),
-             *([f"{tuned}, {members} members"] if members > 1 else []),
-             *([f"{tuned}, {members} members, read in windows"] if members > 1 and read_in_windows else [])]
-    reports: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    state_alone = "head on the state alone (stance-v3's recipe)"
+    reports: dict[str, list[dict[str, float]]] = {}  # each reading's figures, in the order the folds give them
     pooled: list[str] = []
     for assignment in range(assignments):
-        labels = {name: [""] * len(items) for name in names}
+        labels: dict[str, list[str]] = {}
         fold = group_folds([item.group for item in items], assignment)
         for k in range(FOLDS):
             held = [i for i in range(len(items)) if fold[i] == k]
@@ -304,37 +299,43 @@ def cross_validate(target: Source, rest: Source, encoder: TunedWeights, shift_to
             model = TopLayers(encoder, head, tuned_layers, source_weights)
             model.fit(kept, epochs, learning_rate, log=False)
             first = model.probabilities(part)
-            probabilities = [state_only.probabilities(part.data.forward[:, :hidden], part.data.backward[:, :hidden]),
-                             *([head.probabilities(part.data.forward, part.data.backward)] if state_only is not head
-                               else []),
-                             first, *([read_in_windows.probabilities(model, target, held, first)]
-                                      if read_in_windows else [])]
+            read = {state_alone: state_only.probabilities(part.data.forward[:, :hidden],
+                                                          part.data.backward[:, :hidden])}
+            if state_only is not head:
+                read["head on the state and the votes"] = head.probabilities(part.data.forward, part.data.backward)
+            read[tuned] = first
+            if read_in_windows:
+                read[f"{tuned}, read in windows"] = read_in_windows.probabilities(model, target, held, first)
             if read_in_windows and train_in_windows:  # the training folds' windows naming an object, each an item
                 trained_windows = [j for j, owner in enumerate(read_in_windows.owner) if fold[owner] != k]
                 windowed = TopLayers(encoder, head, tuned_layers, source_weights)
                 windowed.fit(kept + read_in_windows.source(target, trained_windows), epochs, learning_rate, log=False)
-                probabilities.append(read_in_windows.probabilities(windowed, target, held,
-                                                                   windowed.probabilities(part)))
+                read[f"{tuned}, trained and read in windows"] = read_in_windows.probabilities(
+                    windowed, target, held, windowed.probabilities(part))
             if members > 1:
-                ensemble = Ensemble([model])
-                for seed in member_seeds(members)[1:]:
-                    ensemble.members.append(TopLayers(encoder, head, tuned_layers, source_weights, seed))
-                    ensemble.members[-1].fit(kept, epochs, learning_rate, log=False)
-                together = ensemble.probabilities(part)
-                probabilities += [together, *([read_in_windows.probabilities(ensemble, target, held, together)]
-                                              if read_in_windows else [])]
-            for name, p in zip(names, probabilities, strict=True):
+                others = [TopLayers(encoder, head, tuned_layers, source_weights, seed)
+                          for seed in member_seeds(members)[1:]]
+                for other in others:
+                    other.fit(kept, epochs, learning_rate, log=False)
+                ensemble = Ensemble([model, *others])
+                read[f"{tuned}, {members} members"] = together = ensemble.probabilities(part)
+                if read_in_windows:
+                    read[f"{tuned}, {members} members, read in windows"] = read_in_windows.probabilities(
+                        ensemble, target, held, together)
+            for name, p in read.items():
+                decided = labels.setdefault(name, [""] * len(items))
                 for i, label in zip(held, decide(p, part.data.items, head.train_priors, shift_to), strict=True):
-                    labels[name][i] = label
+                    decided[i] = label
             print(f"  assignment {assignment}, fold {k + 1}/{FOLDS}: {len(held)} held out, "
                   f"{time.perf_counter() - started:.0f} s", flush=True)
-        for name in names:
-            reports[name].append(f1_report(gold, [labels[name][i] for i in keep], LABELS))
-        print(f"  assignment {assignment}: " + ", ".join(f"{reports[n][-1]['macro']:.4f}" for n in names), flush=True)
+        for name, decided in labels.items():
+            reports.setdefault(name, []).append(f1_report(gold, [decided[i] for i in keep], LABELS))
+        print(f"  assignment {assignment}: " + ", ".join(f"{reports[n][-1]['macro']:.4f}" for n in labels), flush=True)
         pooled += [labels[tuned][i] for i in keep]
+    names = list(reports)
     for name in names:
         print(summarise(name, reports[name]))
-    for name, against in ((tuned, names[0]), *((later, tuned) for later in names[names.index(tuned) + 1:])):
+    for name, against in ((tuned, state_alone), *((later, tuned) for later in names[names.index(tuned) + 1:])):
         gains = [b["macro"] - a["macro"] for a, b in zip(reports[against], reports[name], strict=True)]
         print(f"  {name} minus {against.split(' (')[0].split(',')[0]}, paired per assignment: {np.mean(gains):+.4f} "
               f"+- {np.std(gains):.4f} ({', '.join(f'{g:+.4f}' for g in gains)})")
@@ -372,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
                         "order, their probabilities averaged (%(default)s: none)")
     parser.add_argument("what", nargs="+", choices=("cv", "cv-answers", "write"))
     args = parser.parse_args(argv)
+    if args.train_in_windows and not args.windows:
+        parser.error("--train-in-windows reads in windows: give --windows too")
     weights = {**SOURCE_WEIGHTS, "answers": args.answers_weight}
     started = time.perf_counter()
     encoder = TunedWeights.load(SENTENCE_MODEL, REBUILD)
